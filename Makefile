@@ -1,0 +1,65 @@
+# mptlab: the two commands a researcher needs are `make experiment NAME=...`
+# and `make test`; everything they depend on is installed on first use.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+NAME ?=
+ARGS ?=
+
+.PHONY: help deps venv kernel modules experiment test test-unit test-kernel lint format bench clean
+
+help:
+	@echo "make experiment NAME=<name> [ARGS='--reps 5 --jobs 8']   run a named experiment"
+	@echo "make test                                             all tests (boots the kernel)"
+	@echo "make kernel                                           build the UML kernel + modules (cached)"
+	@echo "make bench                                            benchmarks -> docs/benchmarks.md"
+	@echo "make lint                                             ruff + checkpatch"
+
+deps:
+	@scripts/install-deps.sh
+
+$(STAMP): pyproject.toml
+	@scripts/install-deps.sh runtime
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+venv: $(STAMP)
+
+kernel:
+	@kernel/build.sh
+
+modules:
+	@kernel/build.sh --modules
+
+experiment: venv kernel
+	@if [ -z "$(NAME)" ]; then echo "usage: make experiment NAME=<name>  (see: $(PY) -m orchestrator.cli list)"; exit 2; fi
+	$(VENV)/bin/mptlab run $(NAME) $(ARGS)
+
+test: venv kernel
+	$(PY) -m pytest $(ARGS)
+
+test-unit: venv
+	$(PY) -m pytest -m "not kernel" $(ARGS)
+
+test-kernel: venv kernel
+	$(PY) -m pytest -m kernel $(ARGS)
+
+lint: venv
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	@kernel/checkpatch.sh
+
+format: venv
+	$(VENV)/bin/ruff format .
+	$(VENV)/bin/ruff check --fix .
+
+bench: venv kernel
+	$(PY) -m bench.run $(ARGS)
+
+clean:
+	rm -rf build .pytest_cache

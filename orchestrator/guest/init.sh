@@ -1,0 +1,50 @@
+#!/bin/sh
+# PID 1 of an mptlab UML guest.
+#
+# The root file system is the host's / (hostfs, read-only).  The kernel
+# command line passes, as environment variables:
+#   MPTLAB_RUN_DIR   host path of the run directory; mounted read-write at the
+#                    same path inside the guest
+#   MPTLAB_ENTRY     program to run (a path, usually inside the run dir)
+# The entry's stdout/stderr go to $MPTLAB_RUN_DIR/guest.log and its exit
+# status to $MPTLAB_RUN_DIR/guest-exit-code.  Then the guest powers off.
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/tmp LANG=C.UTF-8
+
+mountpoint -q /proc || mount -t proc proc /proc
+mountpoint -q /sys || mount -t sysfs sysfs /sys
+mountpoint -q /dev || mount -t devtmpfs devtmpfs /dev
+mount -t tmpfs -o mode=0755 tmpfs /run
+# The guest needs a writable /tmp (iperf3, Mininet); this hides the host's
+# /tmp, so a run dir under /tmp is re-created on the tmpfs and mounted below.
+mount -t tmpfs -o mode=1777 tmpfs /tmp
+mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
+mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
+mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
+
+power_off() {
+	sync
+	echo o > /proc/sysrq-trigger
+	# sysrq powers off asynchronously; PID 1 must not exit meanwhile.
+	sleep 60
+}
+
+if [ -z "$MPTLAB_RUN_DIR" ] || [ -z "$MPTLAB_ENTRY" ]; then
+	echo "mptlab-init: MPTLAB_RUN_DIR and MPTLAB_ENTRY must be set" >&2
+	power_off
+fi
+
+mkdir -p "$MPTLAB_RUN_DIR" 2>/dev/null
+if ! mount -t hostfs -o "$MPTLAB_RUN_DIR" hostfs "$MPTLAB_RUN_DIR"; then
+	echo "mptlab-init: cannot mount run dir $MPTLAB_RUN_DIR" >&2
+	power_off
+fi
+
+hostname mptlab-guest
+ip link set lo up
+
+cd "$MPTLAB_RUN_DIR" || power_off
+"$MPTLAB_ENTRY" > "$MPTLAB_RUN_DIR/guest.log" 2>&1
+echo $? > "$MPTLAB_RUN_DIR/guest-exit-code.tmp"
+mv "$MPTLAB_RUN_DIR/guest-exit-code.tmp" "$MPTLAB_RUN_DIR/guest-exit-code"
+power_off

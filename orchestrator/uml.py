@@ -1,0 +1,225 @@
+"""Boot harness: run one program inside a User-Mode Linux guest.
+
+The guest's root is the host's ``/`` mounted read-only over hostfs, so every
+tool installed on the host runs inside it.  One host directory, the run dir,
+is mounted read-write at the same path.  The guest runs ``entry`` (any
+executable the guest can see, usually a script in the run dir), writes its
+output to ``guest.log`` and its exit status to ``guest-exit-code`` in the run
+dir, and powers off.  The harness captures the kernel console in
+``console.log``, kills the guest when ``timeout`` expires, and classifies what
+happened; it never waits forever and never leaves a UML process behind.
+
+    result = boot(find_kernel(), Path("/var/tmp/run1"), "/var/tmp/run1/go.sh", timeout=60)
+    assert result.ok, result.reason
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from .paths import KernelBuild
+
+GUEST_INIT = Path(__file__).resolve().parent / "guest" / "init.sh"
+CONSOLE_LOG = "console.log"
+GUEST_LOG = "guest.log"
+EXIT_CODE_FILE = "guest-exit-code"
+
+# Paths and values travel on the kernel command line: keep them to a safe alphabet.
+_SAFE = re.compile(r"^[A-Za-z0-9_./:,=+@%-]+$")
+_ENV_NAME = re.compile(r"^[A-Z_][A-Z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class BootResult:
+    """What happened to one guest.
+
+    status: ``ok`` (entry exited 0), ``failed`` (entry exited non-zero),
+    ``timeout`` (killed after ``timeout`` s), ``panic`` (kernel panic) or
+    ``crashed`` (the guest died without reporting the entry's status).
+    """
+
+    status: str
+    exit_code: int | None
+    duration_s: float
+    reason: str
+    run_dir: Path
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok"
+
+    @property
+    def console_log(self) -> Path:
+        return self.run_dir / CONSOLE_LOG
+
+    @property
+    def guest_log(self) -> Path:
+        return self.run_dir / GUEST_LOG
+
+
+def _check_safe(what: str, value: str) -> None:
+    if not _SAFE.match(value):
+        raise ValueError(
+            f"{what} {value!r} cannot be passed to the guest: use only letters, digits "
+            "and _ . / : , = + @ % - (no spaces)"
+        )
+
+
+def command_line(
+    kernel: KernelBuild,
+    run_dir: Path,
+    entry: str,
+    *,
+    umid: str,
+    uml_dir: Path,
+    mem_mb: int = 256,
+    env: dict[str, str] | None = None,
+) -> list[str]:
+    """The UML command line for one guest (exposed for docs and debugging)."""
+    args = [
+        str(kernel.linux),
+        f"mem={mem_mb}M",
+        "rootfstype=hostfs",
+        "rootflags=/",
+        "ro",
+        f"init={GUEST_INIT}",
+        "quiet",
+        "con=null",
+        "con0=fd:0,fd:1",
+        f"umid={umid}",
+        f"uml_dir={uml_dir}",
+        f"MPTLAB_RUN_DIR={run_dir}",
+        f"MPTLAB_ENTRY={entry}",
+    ]
+    for key, value in (env or {}).items():
+        if not _ENV_NAME.match(key):
+            raise ValueError(f"guest environment name {key!r} must match [A-Z_][A-Z0-9_]*")
+        _check_safe(f"guest environment value for {key}", value)
+        args.append(f"{key}={value}")
+    return args
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
+        pass
+
+
+def _panic_line(console: Path) -> str | None:
+    try:
+        text = console.read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+    for line in text.splitlines():
+        if "Kernel panic" in line:
+            return line.split("]", 1)[-1].strip()
+    return None
+
+
+def boot(
+    kernel: KernelBuild,
+    run_dir: Path,
+    entry: str | Path,
+    *,
+    timeout: float,
+    mem_mb: int = 256,
+    env: dict[str, str] | None = None,
+) -> BootResult:
+    """Boot a guest that runs ``entry`` with ``run_dir`` writable; wait at most ``timeout`` s."""
+    run_dir = Path(run_dir).resolve()
+    entry = str(entry)
+    if not run_dir.is_dir():
+        raise FileNotFoundError(f"run dir {run_dir} does not exist")
+    _check_safe("run dir", str(run_dir))
+    _check_safe("entry", entry)
+    if not kernel.linux.exists():
+        raise FileNotFoundError(f"kernel {kernel.linux} is missing: run `make kernel`")
+    for stale in (EXIT_CODE_FILE, EXIT_CODE_FILE + ".tmp"):
+        (run_dir / stale).unlink(missing_ok=True)
+
+    umid = "mptlab-" + uuid.uuid4().hex[:12]
+    uml_dir = Path(tempfile.mkdtemp(prefix="mptlab-uml-"))
+    args = command_line(
+        kernel, run_dir, entry, umid=umid, uml_dir=uml_dir, mem_mb=mem_mb, env=env
+    )
+    console = run_dir / CONSOLE_LOG
+    started = time.monotonic()
+    timed_out = False
+    try:
+        with open(console, "wb") as out:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                cwd=run_dir,
+            )
+            try:
+                proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+            finally:
+                # UML leaves helper processes in its group; always reap them.
+                _kill_group(proc)
+    finally:
+        shutil.rmtree(uml_dir, ignore_errors=True)
+    duration = time.monotonic() - started
+
+    code_file = run_dir / EXIT_CODE_FILE
+    exit_code = None
+    if code_file.exists():
+        try:
+            exit_code = int(code_file.read_text().strip())
+        except ValueError:
+            exit_code = None
+    if timed_out:
+        return BootResult("timeout", exit_code, duration, f"killed after {timeout:g} s", run_dir)
+    if exit_code is not None:
+        if exit_code == 0:
+            return BootResult("ok", 0, duration, "", run_dir)
+        return BootResult(
+            "failed", exit_code, duration, f"guest program exited with {exit_code}", run_dir
+        )
+    panic = _panic_line(console)
+    if panic:
+        return BootResult("panic", None, duration, panic, run_dir)
+    return BootResult(
+        "crashed",
+        None,
+        duration,
+        f"guest stopped (UML exit {proc.returncode}) without reporting a status; see {console}",
+        run_dir,
+    )
+
+
+def run_script(
+    kernel: KernelBuild,
+    run_dir: Path,
+    script: str,
+    *,
+    timeout: float,
+    mem_mb: int = 256,
+    env: dict[str, str] | None = None,
+) -> BootResult:
+    """Write ``script`` (a /bin/sh script) into the run dir and boot a guest running it."""
+    run_dir = Path(run_dir).resolve()
+    run_dir.mkdir(parents=True, exist_ok=True)
+    entry = run_dir / "guest-entry.sh"
+    entry.write_text("#!/bin/sh\n" + script)
+    entry.chmod(0o755)
+    return boot(kernel, run_dir, entry, timeout=timeout, mem_mb=mem_mb, env=env)
