@@ -16,6 +16,7 @@
 #   $MPTLAB_CACHE/kernel/<khash>/linux           the UML executable
 #   $MPTLAB_CACHE/kernel/<khash>/build-info.json what went into it
 #   $MPTLAB_CACHE/kernel/<khash>/modules/<mhash>/*.ko
+#   $MPTLAB_CACHE/kernel/<khash>/selftests/      upstream MPTCP selftests, built
 #
 # build/kernel in the checkout is a symlink to the current kernel dir.
 set -euo pipefail
@@ -188,11 +189,30 @@ build_modules() {
   echo "$mdir"
 }
 
+# The upstream MPTCP selftests of this source tree, built for the guest: the
+# C helpers are compiled on the host against the patched uapi header (the
+# guest runs host binaries through hostfs), the scripts copied next to them.
+build_selftests() {
+  local src=$kdir/src/tools/testing/selftests/net/mptcp
+  local out=$kdir/selftests.tmp.$$ prog
+  rm -rf "$out"
+  mkdir -p "$out/include/linux"
+  cp "$kdir/src/include/uapi/linux/mptcp.h" "$out/include/linux/"
+  for prog in mptcp_connect pm_nl_ctl mptcp_sockopt mptcp_inq; do
+    gcc -Wall -O2 -I"$out/include" -o "$out/$prog" "$src/$prog.c" -lpthread
+  done
+  cp "$src"/*.sh "$src/settings" "$out/"
+  rm -rf "$out/include" "$kdir/selftests"
+  mv "$out" "$kdir/selftests"
+  log "selftests: $(cd "$kdir/selftests" && echo *.sh | wc -w) scripts in $kdir/selftests"
+}
+
 if [ "$mode" = modules ] && [ ! -x "$kdir/linux" ]; then
   log "no kernel for key $khash yet: run kernel/build.sh first"
   exit 3
 fi
 [ -x "$kdir/linux" ] || build_kernel
+[ -d "$kdir/selftests" ] || build_selftests
 mdir=$(build_modules)
 mkdir -p "$root/build"
 ln -sfn "$kdir" "$root/build/kernel"

@@ -1,0 +1,1 @@
+"""Benchmarks: speed and scale are measured here, never asserted in tests."""

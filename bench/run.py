@@ -1,0 +1,28 @@
+"""Run benchmarks and record them in docs/benchmarks.md.
+
+    python -m bench.run            # all
+    python -m bench.run kernel     # one
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+BENCHMARKS = ["kernel"]
+
+
+def main(argv: list[str]) -> int:
+    names = argv or BENCHMARKS
+    for name in names:
+        if name not in BENCHMARKS:
+            print(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr)
+            return 2
+    for name in names:
+        print(f"== {name}")
+        importlib.import_module(f"bench.{name}").main()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,326 @@
+"""Emulated networks inside the guest: hosts are network namespaces, links are
+veth pairs shaped per direction with tc (netem + tbf + a queue discipline).
+
+This runs *inside* the UML guest (it needs root, netns and netem, which the
+host kernel lacks).  The API follows Mininet's: make a ``Net``, add hosts
+and links, then call ``build()``::
+
+    net = Net()
+    cli, srv = net.add_host("cli"), net.add_host("srv")
+    net.add_link(cli, srv, "10.0.1.1/24", "10.0.1.2/24",
+                 Shape(rate_mbit=25, delay_ms=12.5, queue=Queue(packets=100)))
+    net.build()
+    net.run(cli, "ping", "-c", "3", "10.0.1.2")
+
+Why not Mininet's TCLink: it shapes both directions alike, has no
+Gilbert-Elliott loss and no byte or BDP-relative queue limits, and its netem
+``limit`` also counts packets in the delay line, so a "100 packet" queue
+shrinks with the delay.  Here the delay line (netem, never dropping) and the
+bottleneck queue (tbf + the queue discipline) are separate qdiscs:
+
+    root netem (delay, jitter, loss; limit large) -> tbf (rate) -> queue (pfifo/bfifo/red/codel/fq_codel)
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import math
+import shlex
+import subprocess
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+MTU = 1500
+ETH_FRAME = MTU + 14
+# netem's queue holds the packets in the delay line; it must never be the
+# one that drops, so its limit is far above any delay-bandwidth product here.
+NETEM_LIMIT = 100_000
+
+QDISCS = ("droptail", "red", "codel", "fq_codel")
+JITTER_DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
+
+
+class NetError(RuntimeError):
+    """A command that builds the network failed; the message shows the command and its output."""
+
+
+@dataclass(frozen=True)
+class Queue:
+    """Bottleneck queue limit: exactly one of packets, bytes or bdp (multiples of rate x RTT)."""
+
+    packets: int | None = None
+    bytes: int | None = None
+    bdp: float | None = None
+
+    def limit_bytes(self, rate_mbit: float, rtt_ms: float) -> int | None:
+        if self.bytes is not None:
+            return self.bytes
+        if self.bdp is not None:
+            return max(ETH_FRAME, int(self.bdp * rate_mbit * 1e6 / 8 * rtt_ms / 1e3))
+        return None
+
+    def limit_packets(self, rate_mbit: float, rtt_ms: float) -> int:
+        """The limit in packets (full-size frames) for disciplines counted in packets."""
+        if self.packets is not None:
+            return self.packets
+        return max(1, math.ceil(self.limit_bytes(rate_mbit, rtt_ms) / ETH_FRAME))
+
+
+@dataclass(frozen=True)
+class GilbertElliott:
+    """netem's 4-state-free Gilbert-Elliott loss model (percentages).
+
+    p: good->bad transition, r: bad->good, h: delivery in bad state (100 - loss in bad),
+    k: delivery in good state (100 - loss in good).  netem takes ``gemodel p r 1-h 1-k``.
+    """
+
+    p: float
+    r: float
+    h: float = 0.0
+    k: float = 100.0
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One direction of a link."""
+
+    rate_mbit: float | None = None
+    delay_ms: float = 0.0
+    jitter_ms: float = 0.0
+    jitter_distribution: str = "normal"
+    loss_pct: float = 0.0
+    gilbert_elliott: GilbertElliott | None = None
+    queue: Queue = field(default_factory=lambda: Queue(packets=1000))
+    qdisc: str = "droptail"
+
+
+def _ms(value: float) -> str:
+    return f"{value:g}ms"
+
+
+def shape_commands(dev: str, shape: Shape, rtt_ms: float) -> list[list[str]]:
+    """tc commands (argument lists) that shape egress of ``dev`` as ``shape``.
+
+    ``rtt_ms`` is the link's round-trip delay, used for ``bdp`` queue limits.
+    """
+    if shape.qdisc not in QDISCS:
+        raise ValueError(f"unknown qdisc {shape.qdisc!r}; allowed: {', '.join(QDISCS)}")
+    netem = ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "netem"]
+    netem += ["limit", str(NETEM_LIMIT)]
+    if shape.delay_ms or shape.jitter_ms:
+        netem += ["delay", _ms(shape.delay_ms)]
+        if shape.jitter_ms:
+            if shape.jitter_distribution not in JITTER_DISTRIBUTIONS:
+                raise ValueError(
+                    f"unknown jitter distribution {shape.jitter_distribution!r}; "
+                    f"allowed: {', '.join(JITTER_DISTRIBUTIONS)}"
+                )
+            netem += [_ms(shape.jitter_ms)]
+            if shape.jitter_distribution != "uniform":
+                netem += ["distribution", shape.jitter_distribution]
+    if shape.gilbert_elliott is not None:
+        ge = shape.gilbert_elliott
+        netem += ["loss", "gemodel", f"{ge.p:g}%", f"{ge.r:g}%"]
+        netem += [f"{100 - ge.h:g}%", f"{100 - ge.k:g}%"]
+    elif shape.loss_pct:
+        netem += ["loss", "random", f"{shape.loss_pct:g}%"]
+    cmds = [netem]
+    if shape.rate_mbit is None:
+        return cmds
+
+    rate = shape.rate_mbit
+    # burst: at least two frames, and about 1 ms at line rate for high rates
+    burst = max(2 * ETH_FRAME, int(rate * 1e6 / 8 / 1000))
+    cmds.append(
+        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf"]
+        + ["rate", f"{rate:g}mbit", "burst", str(burst), "limit", str(10 * burst)]
+    )
+    leaf = ["tc", "qdisc", "add", "dev", dev, "parent", "10:1", "handle", "20:"]
+    q = shape.queue
+    if shape.qdisc == "droptail":
+        if q.packets is not None:
+            cmds.append(leaf + ["pfifo", "limit", str(q.packets)])
+        else:
+            cmds.append(leaf + ["bfifo", "limit", str(q.limit_bytes(rate, rtt_ms))])
+    elif shape.qdisc == "red":
+        limit = q.limit_bytes(rate, rtt_ms) or q.packets * ETH_FRAME
+        # RED thresholds as fractions of the limit (Floyd's guidelines: max = 3 x min)
+        min_th = max(ETH_FRAME, limit // 6)
+        max_th = max(2 * ETH_FRAME, limit // 2)
+        cmds.append(
+            leaf
+            + ["red", "limit", str(limit), "min", str(min_th), "max", str(max_th)]
+            + ["avpkt", str(ETH_FRAME), "burst", str(max(2, min_th // ETH_FRAME + 1))]
+            + ["bandwidth", f"{rate:g}mbit", "probability", "0.1"]
+        )
+    elif shape.qdisc == "codel":
+        cmds.append(leaf + ["codel", "limit", str(q.limit_packets(rate, rtt_ms))])
+    else:  # fq_codel
+        cmds.append(leaf + ["fq_codel", "limit", str(q.limit_packets(rate, rtt_ms))])
+    return cmds
+
+
+@dataclass
+class Host:
+    name: str
+    addrs: list[str] = field(default_factory=list)  # "10.0.1.1/24"
+    interfaces: list[str] = field(default_factory=list)
+    router: bool = False
+
+    def ip(self, i: int = 0) -> str:
+        return self.addrs[i].split("/")[0]
+
+
+@dataclass
+class Link:
+    a: Host
+    b: Host
+    a_dev: str
+    b_dev: str
+    a_addr: str
+    b_addr: str
+    a_to_b: Shape
+    b_to_a: Shape
+
+    @property
+    def rtt_ms(self) -> float:
+        return self.a_to_b.delay_ms + self.b_to_a.delay_ms
+
+
+class Net:
+    """A set of namespaced hosts joined by shaped point-to-point links."""
+
+    def __init__(self, prefix: str = "", log=None):
+        self.prefix = prefix
+        self.hosts: dict[str, Host] = {}
+        self.links: list[Link] = []
+        self.log = log  # callable(str) for every command, or None
+
+    # -- construction --------------------------------------------------
+    def add_host(self, name: str, router: bool = False) -> Host:
+        if name in self.hosts:
+            raise ValueError(f"host {name!r} defined twice")
+        host = Host(name, router=router)
+        self.hosts[name] = host
+        return host
+
+    def add_link(
+        self,
+        a: Host,
+        b: Host,
+        a_addr: str,
+        b_addr: str,
+        a_to_b: Shape | None = None,
+        b_to_a: Shape | None = None,
+    ) -> Link:
+        """Link ``a`` and ``b``, shaping each direction (``b_to_a`` defaults to ``a_to_b``)."""
+        a_to_b = a_to_b or Shape()
+        b_to_a = b_to_a or a_to_b
+        a_dev = f"{a.name}-eth{len(a.interfaces)}"
+        b_dev = f"{b.name}-eth{len(b.interfaces)}"
+        for dev in (a_dev, b_dev):
+            if len(dev) > 15:
+                raise ValueError(f"interface name {dev!r} longer than 15 characters")
+        ipaddress.ip_interface(a_addr)
+        ipaddress.ip_interface(b_addr)
+        a.interfaces.append(a_dev)
+        b.interfaces.append(b_dev)
+        a.addrs.append(a_addr)
+        b.addrs.append(b_addr)
+        link = Link(a, b, a_dev, b_dev, a_addr, b_addr, a_to_b, b_to_a)
+        self.links.append(link)
+        return link
+
+    # -- execution -----------------------------------------------------
+    def ns(self, host: Host | str) -> str:
+        name = host.name if isinstance(host, Host) else host
+        return self.prefix + name
+
+    def sh(self, *args: str, check: bool = True) -> str:
+        if self.log:
+            self.log(shlex.join(args))
+        proc = subprocess.run(args, capture_output=True, text=True, check=False)
+        if check and proc.returncode != 0:
+            raise NetError(
+                f"command failed ({proc.returncode}): {shlex.join(args)}\n"
+                f"{proc.stdout}{proc.stderr}".rstrip()
+            )
+        return proc.stdout
+
+    def run(self, host: Host | str, *args: str, check: bool = True) -> str:
+        """Run a command inside ``host``'s namespace and return its stdout."""
+        return self.sh("ip", "netns", "exec", self.ns(host), *args, check=check)
+
+    def popen(self, host: Host | str, args: Sequence[str], **kwargs) -> subprocess.Popen:
+        return subprocess.Popen(["ip", "netns", "exec", self.ns(host), *args], **kwargs)
+
+    def sysctl(self, host: Host | str, key: str, value: str | int) -> None:
+        self.run(host, "sysctl", "-qw", f"{key}={value}")
+
+    def build(self) -> None:
+        for host in self.hosts.values():
+            self.sh("ip", "netns", "add", self.ns(host))
+            self.run(host, "ip", "link", "set", "lo", "up")
+            if host.router:
+                self.sysctl(host, "net.ipv4.ip_forward", 1)
+        for link in self.links:
+            self.sh(
+                "ip", "link", "add", link.a_dev, "netns", self.ns(link.a), "type", "veth",
+                "peer", link.b_dev, "netns", self.ns(link.b),
+            )  # fmt: skip
+            for host, dev, addr in ((link.a, link.a_dev, link.a_addr), (link.b, link.b_dev, link.b_addr)):
+                self.run(host, "ip", "addr", "add", addr, "dev", dev)
+                self.run(host, "ip", "link", "set", dev, "up")
+                # segmentation offloads would let one "packet" be 64 KB on the wire
+                self.run(host, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", check=False)
+            self._shape(link.a, link.a_dev, link.a_to_b, link.rtt_ms)
+            self._shape(link.b, link.b_dev, link.b_to_a, link.rtt_ms)
+
+    def _shape(self, host: Host, dev: str, shape: Shape, rtt_ms: float) -> None:
+        for cmd in shape_commands(dev, shape, rtt_ms):
+            self.run(host, *cmd)
+
+    def change(self, link: Link, a_to_b: Shape | None = None, b_to_a: Shape | None = None) -> None:
+        """Re-shape a built link (e.g. a rate drop at t=30 s)."""
+        if a_to_b is not None:
+            link.a_to_b = a_to_b
+            self.run(link.a, "tc", "qdisc", "del", "dev", link.a_dev, "root", check=False)
+            self._shape(link.a, link.a_dev, a_to_b, link.rtt_ms)
+        if b_to_a is not None:
+            link.b_to_a = b_to_a
+            self.run(link.b, "tc", "qdisc", "del", "dev", link.b_dev, "root", check=False)
+            self._shape(link.b, link.b_dev, b_to_a, link.rtt_ms)
+
+    # -- MPTCP plumbing ------------------------------------------------
+    def route_via(self, host: Host | str, dest: str, gateway: str) -> None:
+        self.run(host, "ip", "route", "replace", dest, "via", gateway)
+
+    def mptcp_limits(self, host: Host | str, subflows: int = 8, add_addr_accepted: int = 8) -> None:
+        self.run(
+            host, "ip", "mptcp", "limits", "set",
+            "subflow", str(subflows), "add_addr_accepted", str(add_addr_accepted),
+        )  # fmt: skip
+
+    def mptcp_client_paths(self, host: Host, first_table: int = 100) -> None:
+        """Policy routing + subflow endpoints so that every extra address of
+        ``host`` opens its own subflow over its own interface."""
+        for i, (addr, dev) in enumerate(zip(host.addrs, host.interfaces, strict=True)):
+            ip = addr.split("/")[0]
+            table = str(first_table + i)
+            gateway = self._peer_of(host, dev)
+            self.run(host, "ip", "rule", "add", "from", ip, "table", table)
+            self.run(host, "ip", "route", "add", "default", "via", gateway, "dev", dev, "table", table)
+            if i > 0:
+                self.run(host, "ip", "mptcp", "endpoint", "add", ip, "dev", dev, "subflow")
+
+    def _peer_of(self, host: Host, dev: str) -> str:
+        for link in self.links:
+            if link.a is host and link.a_dev == dev:
+                return link.b_addr.split("/")[0]
+            if link.b is host and link.b_dev == dev:
+                return link.a_addr.split("/")[0]
+        raise KeyError(f"{host.name} has no interface {dev}")
+
+    def destroy(self) -> None:
+        for host in self.hosts.values():
+            self.sh("ip", "netns", "del", self.ns(host), check=False)

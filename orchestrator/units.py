@@ -1,0 +1,80 @@
+"""Quantities in the YAML: rates, durations, sizes, percentages.
+
+Every parser accepts a plain number in the base unit (Mbit/s, ms, bytes,
+percent) or a string with a unit, and raises ValueError naming what is
+allowed.
+"""
+
+from __future__ import annotations
+
+import re
+
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+_RATE_UNITS = {
+    "bit": 1e-6, "bps": 1e-6,
+    "kbit": 1e-3, "kbps": 1e-3, "kbit/s": 1e-3,
+    "mbit": 1.0, "mbps": 1.0, "mbit/s": 1.0,
+    "gbit": 1e3, "gbps": 1e3, "gbit/s": 1e3,
+}  # fmt: skip
+_TIME_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "min": 60e3}
+_SIZE_UNITS = {
+    "b": 1, "": 1,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3,
+    "kib": 1024, "mib": 1024**2, "gib": 1024**3,
+    "k": 1024, "m": 1024**2, "g": 1024**3,
+}  # fmt: skip
+
+
+def _split(value, what: str, units: dict, example: str) -> tuple[float, str]:
+    if isinstance(value, bool):
+        raise ValueError(f"{what} must be a number or a string like {example!r}, not a boolean")
+    if isinstance(value, int | float):
+        return float(value), None
+    if not isinstance(value, str):
+        raise ValueError(f"{what} must be a number or a string like {example!r}")
+    m = re.fullmatch(_NUM + r"\s*([A-Za-z/]*)", value.strip())
+    if not m or m.group(2).lower() not in units:
+        allowed = ", ".join(u for u in units if u)
+        raise ValueError(f"cannot read {what} {value!r}: use a number with one of: {allowed} (e.g. {example!r})")
+    return float(m.group(1)), m.group(2).lower()
+
+
+def rate_mbit(value) -> float:
+    """``"25mbit"``, ``"500 kbit/s"``, ``25`` (Mbit/s) -> Mbit/s."""
+    number, unit = _split(value, "rate", _RATE_UNITS, "25mbit")
+    result = number if unit is None else number * _RATE_UNITS[unit]
+    if result <= 0:
+        raise ValueError(f"rate must be positive, got {value!r}")
+    return result
+
+
+def duration_ms(value) -> float:
+    """``"12.5ms"``, ``"90s"``, ``12.5`` (ms) -> milliseconds."""
+    number, unit = _split(value, "duration", _TIME_UNITS, "12.5ms")
+    result = number if unit is None else number * _TIME_UNITS[unit]
+    if result < 0:
+        raise ValueError(f"duration must not be negative, got {value!r}")
+    return result
+
+
+def size_bytes(value) -> int:
+    """``"64MiB"``, ``"1024KiB"``, ``65536`` (bytes) -> bytes."""
+    number, unit = _split(value, "size", _SIZE_UNITS, "64MiB")
+    result = int(number if unit is None else number * _SIZE_UNITS[unit])
+    if result < 0:
+        raise ValueError(f"size must not be negative, got {value!r}")
+    return result
+
+
+def percent(value) -> float:
+    """``"1%"``, ``1`` -> 1.0 (percent)."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        value = value.strip()[:-1]
+    try:
+        result = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"cannot read percentage {value!r}: use a number like 1 or '1%'") from None
+    if not 0 <= result <= 100:
+        raise ValueError(f"percentage must be between 0 and 100, got {value!r}")
+    return result

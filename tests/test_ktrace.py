@@ -1,0 +1,20 @@
+from orchestrator import ktrace
+
+SAMPLE = """# tracer: nop
+#
+           <...>-61      [000] b.s..    14.740000: mptcp_conn_stats: token=922f164b scheduler=redundant bytes_sent=9740213 bytes_reinjected=0 bytes_acked=6000000 bytes_received=0 ofo_bytes_max=0 ofo_segs_max=0
+           <...>-61      [000] b.s..    14.740000: mptcp_subflow_stats: token=922f164b local_id=0 remote_id=0 saddr=10.0.0.1 sport=58006 daddr=10.0.0.2 dport=5201 bytes_sent=4872261 bytes_reinjected=0 tcp_retrans=15
+           <...>-61      [000] b.s..    14.740000: mptcp_subflow_stats: token=922f164b local_id=1 remote_id=0 saddr=10.1.0.1 sport=47659 daddr=10.0.0.2 dport=5201 bytes_sent=4867952 bytes_reinjected=0 tcp_retrans=0
+     iperf3-68   [000] .....    14.83: mptcp_subflow_stats: token=d95a4d7d local_id=0 remote_id=0 saddr=10.0.0.1 sport=58004 daddr=10.0.0.2 dport=5201 bytes_sent=446 bytes_reinjected=0 tcp_retrans=0
+"""
+
+
+def test_parse_and_pick_the_sending_connection():
+    records = ktrace.parse(SAMPLE)
+    assert len(records) == 4
+    assert records[0]["event"] == "mptcp_conn_stats"
+    assert records[0]["scheduler"] == "redundant" and records[0]["bytes_acked"] == 6000000
+    assert records[3]["ts"] == 14.83
+    subflows = ktrace.sender_subflows(records)
+    assert [s["saddr"] for s in subflows] == ["10.0.0.1", "10.1.0.1"]
+    assert ktrace.sender_subflows(records, token="d95a4d7d")[0]["bytes_sent"] == 446
