@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	@scripts/install-deps.sh runtime
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
 	@touch $@
 
 venv: $(STAMP)

@@ -17,8 +17,12 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+import traffic
+
 from .paths import REPO_ROOT
+from .runspec import RunSpec
 from .spec import ExperimentSpec, ProfileSpec, TopologySpec
+from .topology import plan
 from .yamlsrc import Source, SpecError, load
 
 TOPOLOGY_DIR = REPO_ROOT / "topologies"
@@ -80,40 +84,6 @@ def _short(value) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
     return str(value)
-
-
-@dataclass
-class RunSpec:
-    """One run: an experiment's variant at one repetition, fully resolved."""
-
-    experiment: str
-    variant: str
-    variant_keys: dict
-    repetition: int
-    seed: int
-    config: dict  # the resolved ExperimentSpec as plain data
-    topology: dict
-    profiles: dict  # name -> ProfileSpec data, only those used
-
-    @property
-    def run_id(self) -> str:
-        return f"{self.variant}/rep-{self.repetition:03d}"
-
-    def to_json(self) -> dict:
-        return {
-            "experiment": self.experiment,
-            "variant": self.variant,
-            "variant_keys": self.variant_keys,
-            "repetition": self.repetition,
-            "seed": self.seed,
-            "config": self.config,
-            "topology": self.topology,
-            "profiles": self.profiles,
-        }
-
-    @classmethod
-    def from_json(cls, data: dict) -> RunSpec:
-        return cls(**data)
 
 
 @dataclass
@@ -233,6 +203,23 @@ class Catalog:
             fail(("kernel", "scheduler"), f"unknown scheduler {exp.kernel.scheduler!r}; allowed: {', '.join(schedulers)}")
         if exp.kernel.tcp_path > topo.paths:
             fail(("kernel", "tcp_path"), f"must be between 1 and {topo.paths}")
+        try:
+            workload = traffic.load(exp.workload.type)
+        except ValueError as exc:
+            fail(("workload", "type"), str(exc))
+        params = {k: v for k, v in exp.workload.model_dump().items() if k != "type"}
+        try:
+            workload.Params.model_validate(params)
+        except ValidationError as exc:
+            raise _errors(exc, src, prefix + ("workload",)) from None
+        if exp.background:
+            from traffic import background
+
+            for i, flow in enumerate(exp.background):
+                try:
+                    background.Params.model_validate(flow)
+                except ValidationError as exc:
+                    raise _errors(exc, src, prefix + ("background", i)) from None
 
     def variants(self, name: str) -> list[tuple[str, dict]]:
         """(variant name, {dotted key: value}) for the matrix cross product, then ``variants``."""
@@ -281,9 +268,15 @@ class Catalog:
             if quick:
                 exp = quicken(exp)
             config = exp.model_dump(mode="json", exclude={"matrix", "variants", "extends"})
+            # the workload's fields, normalised by its own model (units -> numbers)
+            params = traffic.load(exp.workload.type).Params.model_validate(
+                {k: v for k, v in config["workload"].items() if k != "type"}
+            )
+            config["workload"] = {"type": exp.workload.type, **params.model_dump(mode="json")}
             topo = self.topologies[exp.topology]
             used = set(exp.paths) | {ln.shape for ln in topo.links if ln.shape in self.profiles}
             profiles = {p: self.profiles[p].model_dump(mode="json") for p in sorted(used)}
+            net_plan = plan(topo, self.profiles, exp.paths, background=bool(exp.background)).to_json()
             reps = repetitions or exp.repetitions
             for rep in range(reps):
                 runs.append(
@@ -296,6 +289,7 @@ class Catalog:
                         config=config,
                         topology=topo.model_dump(mode="json"),
                         profiles=profiles,
+                        plan=net_plan,
                     )
                 )
         return runs
@@ -308,11 +302,13 @@ def run_seed(campaign_seed: int, experiment: str, variant: str, rep: int) -> int
 
 
 def quicken(exp: ExperimentSpec) -> ExperimentSpec:
-    """A short version of an experiment for a first look: 1/8 of the bytes or
-    duration (at least 1 MiB / 5 s), no warm-up, a tighter timeout."""
-    work = exp.workload.model_copy()
-    if work.bytes:
-        work.bytes = max(1 << 20, work.bytes // 8)
-    if work.duration:
-        work.duration = max(5000.0, work.duration / 8)
+    """A short version of an experiment for a first look: the workload's own
+    ``quick()`` (bulk: 1/8 of the bytes or duration), no warm-up, a tighter
+    timeout."""
+    module = traffic.load(exp.workload.type)
+    data = exp.workload.model_dump()
+    params = module.Params.model_validate({k: v for k, v in data.items() if k != "type"})
+    if hasattr(module, "quick"):
+        params = module.Params.model_validate(module.quick(params.model_dump()))
+    work = type(exp.workload).model_validate({"type": exp.workload.type, **params.model_dump()})
     return exp.model_copy(update={"workload": work, "warmup": 0.0, "timeout": min(exp.timeout, 180_000.0)})

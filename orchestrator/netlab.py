@@ -23,12 +23,16 @@ bottleneck queue (tbf + the queue discipline) are separate qdiscs:
 
 from __future__ import annotations
 
+import contextlib
+import ctypes
 import ipaddress
 import math
+import os
 import shlex
 import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 MTU = 1500
 ETH_FRAME = MTU + 14
@@ -38,6 +42,25 @@ NETEM_LIMIT = 100_000
 
 QDISCS = ("droptail", "red", "codel", "fq_codel")
 JITTER_DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
+
+
+CLONE_NEWNET = 0x40000000
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+@contextlib.contextmanager
+def in_netns(name: str):
+    """Switch this thread into network namespace ``name`` (``ip netns`` name)."""
+    own = os.open("/proc/self/ns/net", os.O_RDONLY)
+    target = os.open(f"/run/netns/{name}", os.O_RDONLY)
+    try:
+        if _libc.setns(target, CLONE_NEWNET) != 0:
+            raise OSError(ctypes.get_errno(), f"setns into {name} failed")
+        yield
+    finally:
+        _libc.setns(own, CLONE_NEWNET)
+        os.close(target)
+        os.close(own)
 
 
 class NetError(RuntimeError):
@@ -92,6 +115,11 @@ class Shape:
     gilbert_elliott: GilbertElliott | None = None
     queue: Queue = field(default_factory=lambda: Queue(packets=1000))
     qdisc: str = "droptail"
+
+
+def dev_name(host: str, index: int) -> str:
+    """Name of ``host``'s ``index``-th interface (interfaces follow link order)."""
+    return f"{host}-eth{index}"
 
 
 def _ms(value: float) -> str:
@@ -179,12 +207,12 @@ class Link:
     b_dev: str
     a_addr: str
     b_addr: str
-    a_to_b: Shape
-    b_to_a: Shape
+    a_to_b: Shape | None
+    b_to_a: Shape | None
 
     @property
     def rtt_ms(self) -> float:
-        return self.a_to_b.delay_ms + self.b_to_a.delay_ms
+        return sum(s.delay_ms for s in (self.a_to_b, self.b_to_a) if s is not None)
 
 
 class Net:
@@ -213,11 +241,12 @@ class Net:
         a_to_b: Shape | None = None,
         b_to_a: Shape | None = None,
     ) -> Link:
-        """Link ``a`` and ``b``, shaping each direction (``b_to_a`` defaults to ``a_to_b``)."""
-        a_to_b = a_to_b or Shape()
-        b_to_a = b_to_a or a_to_b
-        a_dev = f"{a.name}-eth{len(a.interfaces)}"
-        b_dev = f"{b.name}-eth{len(b.interfaces)}"
+        """Link ``a`` and ``b``, shaping each direction (``b_to_a`` defaults to
+        ``a_to_b``; no shape at all: an unshaped veth pair)."""
+        if b_to_a is None:
+            b_to_a = a_to_b
+        a_dev = dev_name(a.name, len(a.interfaces))
+        b_dev = dev_name(b.name, len(b.interfaces))
         for dev in (a_dev, b_dev):
             if len(dev) > 15:
                 raise ValueError(f"interface name {dev!r} longer than 15 characters")
@@ -255,28 +284,63 @@ class Net:
         return subprocess.Popen(["ip", "netns", "exec", self.ns(host), *args], **kwargs)
 
     def sysctl(self, host: Host | str, key: str, value: str | int) -> None:
-        self.run(host, "sysctl", "-qw", f"{key}={value}")
+        self.sysctls(host, {key: value})
 
-    def build(self) -> None:
-        for host in self.hosts.values():
-            self.sh("ip", "netns", "add", self.ns(host))
-            self.run(host, "ip", "link", "set", "lo", "up")
+    def sysctls(self, host: Host | str, values: dict) -> None:
+        """Set sysctls in ``host``'s namespace, in this process (no fork: process
+        creation is the slow part of building a network in UML)."""
+        if not values:
+            return
+        if self.log:
+            self.log(f"sysctl [{self.ns(host)}] " + " ".join(f"{k}={v}" for k, v in values.items()))
+        with in_netns(self.ns(host)):
+            for key, value in values.items():
+                path = Path("/proc/sys") / key.replace(".", "/")
+                try:
+                    path.write_text(str(value))
+                except OSError as exc:
+                    raise NetError(f"sysctl {key}={value} in {self.ns(host)}: {exc.strerror}") from None
+
+    def batch(self, host: Host | str | None, tool: str, lines: list[str]) -> None:
+        """Run ``ip`` or ``tc`` commands (without the tool name) in one process,
+        in ``host``'s namespace (None: the initial namespace)."""
+        if not lines:
+            return
+        args = [tool] + (["-n", self.ns(host)] if host is not None else []) + ["-batch", "-"]
+        if self.log:
+            for line in lines:
+                self.log(f"{' '.join(args[:-2])} {line}")
+        proc = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise NetError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}".rstrip())
+
+    def build(self, extra_ip: dict[str, list[str]] | None = None) -> None:
+        """Create namespaces, veth pairs, addresses and shapes: one ``ip`` and at
+        most one ``tc`` process per host.  ``extra_ip`` adds ``ip`` lines per
+        host (routes, rules, MPTCP endpoints) to the same batch."""
+        self.batch(None, "ip", [f"netns add {self.ns(h)}" for h in self.hosts.values()])
+        self.batch(None, "ip", [
+            f"link add {ln.a_dev} netns {self.ns(ln.a)} type veth peer {ln.b_dev} netns {self.ns(ln.b)}"
+            for ln in self.links
+        ])  # fmt: skip
+        ip_lines: dict[str, list[str]] = {h: ["link set lo up"] for h in self.hosts}
+        tc_lines: dict[str, list[str]] = {h: [] for h in self.hosts}
+        for ln in self.links:
+            for host, dev, addr, shape in ((ln.a, ln.a_dev, ln.a_addr, ln.a_to_b), (ln.b, ln.b_dev, ln.b_addr, ln.b_to_a)):
+                ip_lines[host.name].append(f"addr add {addr} dev {dev}")
+                # one MSS per skb: no 64 KB "packets" through netem/tbf (GSO/TSO off)
+                ip_lines[host.name].append(f"link set {dev} up gso_max_segs 1")
+                if shape is not None:
+                    tc_lines[host.name] += [" ".join(c[1:]) for c in shape_commands(dev, shape, ln.rtt_ms)]
+        for name, host in self.hosts.items():
+            self.batch(host, "ip", ip_lines[name] + (extra_ip or {}).get(name, []))
+            self.batch(host, "tc", tc_lines[name])
             if host.router:
                 self.sysctl(host, "net.ipv4.ip_forward", 1)
-        for link in self.links:
-            self.sh(
-                "ip", "link", "add", link.a_dev, "netns", self.ns(link.a), "type", "veth",
-                "peer", link.b_dev, "netns", self.ns(link.b),
-            )  # fmt: skip
-            for host, dev, addr in ((link.a, link.a_dev, link.a_addr), (link.b, link.b_dev, link.b_addr)):
-                self.run(host, "ip", "addr", "add", addr, "dev", dev)
-                self.run(host, "ip", "link", "set", dev, "up")
-                # segmentation offloads would let one "packet" be 64 KB on the wire
-                self.run(host, "ethtool", "-K", dev, "tso", "off", "gso", "off", "gro", "off", check=False)
-            self._shape(link.a, link.a_dev, link.a_to_b, link.rtt_ms)
-            self._shape(link.b, link.b_dev, link.b_to_a, link.rtt_ms)
 
-    def _shape(self, host: Host, dev: str, shape: Shape, rtt_ms: float) -> None:
+    def _shape(self, host: Host, dev: str, shape: Shape | None, rtt_ms: float) -> None:
+        if shape is None:
+            return
         for cmd in shape_commands(dev, shape, rtt_ms):
             self.run(host, *cmd)
 

@@ -200,17 +200,12 @@ class KernelSpec(Strict):
     sysctls: dict[str, int | float | str] = {}
 
 
-class WorkloadSpec(Strict):
-    type: Literal["bulk"] = "bulk"
-    bytes: Size | None = Field(None, gt=0)
-    duration: Duration | None = Field(None, gt=0)
-    direction: Literal["download", "upload"] = "download"
+class WorkloadSpec(BaseModel):
+    """``type`` names a module in ``traffic/``; its other fields are that
+    module's ``Params`` (checked by the catalog, see ``traffic/__init__.py``)."""
 
-    @model_validator(mode="after")
-    def _bytes_or_duration(self):
-        if (self.bytes is None) == (self.duration is None):
-            raise ValueError("give exactly one of bytes (e.g. '64MiB') or duration (e.g. '90s')")
-        return self
+    model_config = ConfigDict(extra="allow")
+    type: str
 
 
 class TracesSpec(Strict):
@@ -229,7 +224,9 @@ class ExperimentSpec(Strict):
     paths: list[str] = Field(min_length=1, description="a link profile per path slot")
     kernel: KernelSpec = KernelSpec()
     workload: WorkloadSpec
-    background: list[dict] = []
+    background: list[dict] = Field(
+        default_factory=list, description="background flows, checked by traffic.background"
+    )
     repetitions: int = Field(1, ge=1)
     warmup: Duration = Field(0.0, description="start of the run left out of the analysis")
     timeout: Duration = Field(300_000.0, gt=0, description="a run still going is killed")

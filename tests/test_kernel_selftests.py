@@ -18,7 +18,7 @@ import pytest
 
 pytestmark = pytest.mark.kernel
 
-CASE = re.compile(r"^(?P<name>\S.*?)\s*(?:\d+ max \d+|transfer slower.*?)\s+\[ ?(?P<status>OK|fail) ?\]")
+CASE = re.compile(r"^(?P<name>\S.*?)\s*(?:\d*\s*max \d+|transfer slower.*?)\s+\[ ?(?P<status>OK|fail) ?\]")
 
 
 def copy_selftests(kernel) -> str:

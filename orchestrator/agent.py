@@ -1,0 +1,261 @@
+"""The guest agent: one run, inside the UML guest.
+
+    python -m orchestrator.agent RUN_DIR
+
+reads ``RUN_DIR/spec.json`` (an expanded ``RunSpec``), then:
+
+1. loads the scheduler modules (module parameters for the one under test)
+   and records their hashes;
+2. builds the topology (``orchestrator.topology``), sets the kernel knobs in
+   every namespace (scheduler, congestion control, buffers, checksum, path
+   manager limits and endpoints, any sysctl) and flushes TCP metrics;
+3. starts the traces: sock_diag samplers on the client and the server,
+   tcpdump headers per interface (optional), the kernel's stats tracepoints;
+4. runs the workload (``traffic.<type>``);
+5. stops the traces and writes ``result.json`` (metrics, per-subflow and
+   per-connection kernel counters) and ``guest-provenance.json``.
+
+Errors are written to ``result.json`` as ``status: error`` with the message,
+and the agent exits non-zero; the host records the run as failed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+from . import kmod, ktrace
+from .netlab import Net, dev_name
+from .runspec import RunSpec, attrs
+from .topology import NetPlan, build, mptcp_endpoints
+
+RESULT = "result.json"
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Context:
+    """What a workload gets: the network, the plan, the config, where to write."""
+
+    def __init__(self, run_dir: Path, spec: RunSpec):
+        self.run_dir = run_dir
+        self.spec = spec
+        self.config = attrs(spec.config)  # validated on the host
+        self.workload = self.config.workload
+        self.topology = attrs(spec.topology)
+        self.client = self.topology.roles.client
+        self.server = self.topology.roles.server
+        self.trace_dir = run_dir / "traces"
+        self.trace_dir.mkdir(exist_ok=True)
+        self.plan = NetPlan.from_json(spec.plan)
+        self.net: Net | None = None
+        self.marks: dict[str, float] = {}
+        self._log = open(run_dir / "agent.log", "a")  # noqa: SIM115
+        self.procs: list[subprocess.Popen] = []
+
+    def log(self, msg: str) -> None:
+        self._log.write(f"{time.time():.3f} {msg}\n")
+        self._log.flush()
+
+    def mark(self, name: str) -> None:
+        """Record a wall-clock instant (UML shares the host clock)."""
+        self.marks[name] = time.time()
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_modules(ctx: Context) -> dict[str, str]:
+    modules_dir = Path(os.environ["MPTLAB_MODULES_DIR"])
+    wanted = ctx.config.kernel.scheduler
+    hashes = {}
+    for ko in sorted(modules_dir.glob("mptcp_*.ko")):
+        params = ctx.spec.config["kernel"]["scheduler_params"] if ko.stem == f"mptcp_{wanted}" else {}
+        kmod.insmod(ko, params)
+        hashes[ko.name] = _sha256(ko)
+    if wanted not in kmod.available_schedulers():
+        raise RuntimeError(f"scheduler {wanted!r} not available after loading {sorted(hashes)}")
+    return hashes
+
+
+def mptcp_ip_lines(ctx: Context) -> dict[str, list[str]]:
+    """``ip`` lines per host: TCP metrics flush, MPTCP limits and endpoints."""
+    k = ctx.config.kernel
+    endpoints = mptcp_endpoints(ctx.plan, ctx.client, ctx.server)
+    lines: dict[str, list[str]] = {}
+    for host in ctx.plan.hosts:
+        ln = ["tcp_metrics flush all"]
+        if host in (ctx.client, ctx.server):
+            pm = k.path_manager
+            ln.append(f"mptcp limits set subflow {pm.subflows} add_addr_accepted {pm.add_addr_accepted}")
+            ln += [f"mptcp endpoint add {a} dev {dev_name(host, i)} {flag}" for a, i, flag in endpoints.get(host, [])]
+        lines[host] = ln
+    return lines
+
+
+def configure(ctx: Context) -> dict:
+    """Kernel knobs in every namespace; returns what was set (for provenance)."""
+    k = ctx.config.kernel
+    net = ctx.net
+    applied: dict[str, object] = {}
+    per_ns = {
+        "net.ipv4.tcp_congestion_control": k.congestion_control,
+        "net.ipv4.tcp_no_metrics_save": 1,
+        "net.mptcp.enabled": 1,
+        "net.mptcp.checksum_enabled": int(k.checksum),
+    }
+    if k.rmem:
+        per_ns["net.ipv4.tcp_rmem"] = f"4096 131072 {k.rmem}"
+    if k.wmem:
+        per_ns["net.ipv4.tcp_wmem"] = f"4096 16384 {k.wmem}"
+    per_ns.update(ctx.spec.config["kernel"]["sysctls"])
+    # global knobs live in the guest's initial namespace
+    if k.rmem:
+        subprocess.run(["sysctl", "-qw", f"net.core.rmem_max={k.rmem}"], check=True)
+    if k.wmem:
+        subprocess.run(["sysctl", "-qw", f"net.core.wmem_max={k.wmem}"], check=True)
+    for host in ctx.plan.hosts:
+        values = dict(per_ns)
+        if host in (ctx.client, ctx.server):
+            values["net.mptcp.scheduler"] = k.scheduler
+        net.sysctls(host, values)
+    applied.update(per_ns)
+    applied["mptcp_endpoints"] = mptcp_endpoints(ctx.plan, ctx.client, ctx.server)
+    return applied
+
+
+def start_traces(ctx: Context) -> None:
+    t = ctx.config.traces
+    if t.ss_interval or t.ofo_interval:
+        for host in (ctx.client, ctx.server):
+            args = [sys.executable, "-m", "orchestrator.sampler", str(ctx.trace_dir / host)]
+            args += ["--ss", str((t.ss_interval or 0) / 1000), "--mptcp", str((t.ofo_interval or 0) / 1000)]
+            ctx.procs.append(ctx.net.popen(host, args))
+    if t.tcpdump:
+        for host in (ctx.client, ctx.server):
+            for dev in ctx.net.hosts[host].interfaces:
+                pcap = ctx.trace_dir / f"{dev}.pcap"
+                args = ["tcpdump", "-i", dev, "-s", str(t.snaplen), "-w", str(pcap), "-U", "tcp"]
+                ctx.procs.append(ctx.net.popen(host, args, stderr=subprocess.DEVNULL))
+    ktrace.enable()
+
+
+def stop_traces(ctx: Context) -> list[dict]:
+    for proc in ctx.procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in ctx.procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    text = (ktrace.TRACEFS / "trace").read_text()
+    (ctx.trace_dir / "ktrace.txt").write_text(text)
+    return ktrace.parse(text)
+
+
+def wait_for_close(ctx: Context, timeout_s: float = 30) -> None:
+    """Subflows report their final counters when they close."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        busy = [h for h in (ctx.client, ctx.server)
+                if ctx.net.run(h, "ss", "-Htan", "exclude", "time-wait", "exclude", "listening").strip()]  # fmt: skip
+        if not busy:
+            return
+        time.sleep(0.2)
+    ctx.log(f"connections still open after {timeout_s} s; final counters may be missing")
+
+
+def kernel_counters(ctx: Context, records: list[dict]) -> dict:
+    """Final per-connection and per-subflow counters from the tracepoints,
+    with each subflow's path (the client interface its address belongs to)."""
+    client_addrs = ctx.plan.addresses(ctx.client)
+    server_addrs = ctx.plan.addresses(ctx.server)
+
+    def path_of(addr: str) -> int | None:
+        for addrs in (client_addrs, server_addrs):
+            if addr in addrs:
+                return addrs.index(addr) + 1
+        return None
+
+    conns = [r for r in records if r["event"] == "mptcp_conn_stats"]
+    subflows = [r for r in records if r["event"] == "mptcp_subflow_stats"]
+    for sf in subflows:
+        sf["path"] = path_of(sf.get("saddr", ""))
+    return {"connections": conns, "subflows": subflows}
+
+
+def provenance() -> dict:
+    def version(*cmd: str) -> str:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (out.stdout or out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "unavailable"
+
+    return {
+        "kernel": os.uname().release,
+        "iperf3": version("iperf3", "--version"),
+        "iproute2": version("ip", "-V"),
+        "tcpdump": version("tcpdump", "--version"),
+        "python": sys.version.split()[0],
+    }
+
+
+def run(run_dir: Path) -> int:
+    spec = RunSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
+    ctx = Context(run_dir, spec)
+    result: dict = {"status": "error", "started": time.time()}
+    try:
+        ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed}")
+        modules = load_modules(ctx)
+        ctx.net = build(ctx.plan, Net(log=ctx.log), extra_ip=mptcp_ip_lines(ctx))
+        applied = configure(ctx)
+        atomic_write(
+            run_dir / "guest-provenance.json",
+            json.dumps({"tools": provenance(), "modules_sha256": modules, "settings": applied}, indent=2),
+        )
+        start_traces(ctx)
+        workload = importlib.import_module(f"traffic.{ctx.workload.type}")
+        metrics = workload.run(ctx)
+        wait_for_close(ctx)
+        records = stop_traces(ctx)
+        result.update(
+            status="ok",
+            metrics=metrics,
+            kernel=kernel_counters(ctx, records),
+            marks=ctx.marks,
+            addresses={h: ctx.plan.addresses(h) for h in ctx.plan.hosts},
+        )
+        return 0
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
+        result.update(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        ctx.log(traceback.format_exc())
+        return 1
+    finally:
+        result["finished"] = time.time()
+        atomic_write(run_dir / RESULT, json.dumps(result, indent=1, default=str))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = argv if argv is not None else sys.argv[1:]
+    if len(argv) != 1:
+        print("usage: python -m orchestrator.agent RUN_DIR", file=sys.stderr)
+        return 2
+    return run(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,215 @@
+"""Run a campaign: many isolated guests at once, resumable, nothing overwritten.
+
+Layout of a campaign directory (``results/<experiment>/`` by default)::
+
+    campaign.json                 what was asked: runs, order, seed, provenance
+    runs/<variant>/rep-NNN/       one run dir per run (self-describing):
+        spec.json                 the fully expanded run
+        run.json                  outcome: status, reason, timings, provenance
+        result.json               metrics and kernel counters (written by the guest)
+        guest-provenance.json     tool versions, module hashes, settings applied
+        agent.log guest.log console.log traces/
+
+A run is finished when its ``run.json`` exists.  Rerunning a campaign skips
+finished runs; a run dir left by an interrupted campaign (no ``run.json``)
+is moved aside (``rep-NNN.interrupted-K``) and the run is done again; with
+``retry_failed`` a failed run is moved aside (``rep-NNN.failed-K``) and
+retried.  Nothing is deleted or overwritten.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .agent import atomic_write
+from .runspec import RunSpec
+from .paths import REPO_ROOT, KernelBuild
+from .uml import boot
+
+BOOT_MARGIN_S = 60  # on top of the experiment's timeout: boot, topology, teardown
+
+
+def default_jobs() -> int:
+    """Concurrent guests: 4 per CPU (see docs/benchmarks.md, campaign throughput)."""
+    return 4 * (os.cpu_count() or 1)
+
+
+@dataclass
+class Outcome:
+    run_id: str
+    status: str  # ok | failed | timeout | panic | crashed | skipped
+    reason: str = ""
+    seconds: float = 0.0
+    previous: bool = False  # finished in an earlier invocation
+
+
+@dataclass
+class CampaignReport:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def failed(self) -> list[Outcome]:
+        return [o for o in self.outcomes if o.status != "ok"]
+
+
+def git_commit() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
+        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True)
+        return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
+    except OSError:
+        return "unknown"
+
+
+class Campaign:
+    def __init__(
+        self,
+        out_dir: Path,
+        runs: list[RunSpec],
+        kernel: KernelBuild,
+        jobs: int | None = None,
+        seed: int = 1,
+        retry_failed: bool = False,
+        on_progress: Callable[[Outcome, int, int, int], None] | None = None,
+    ):
+        self.out_dir = Path(out_dir)
+        self.runs = runs
+        self.kernel = kernel
+        self.jobs = jobs or default_jobs()
+        self.seed = seed
+        self.retry_failed = retry_failed
+        self.on_progress = on_progress
+        self._lock = threading.Lock()
+
+    # ------------------------------------------------------------ layout
+    def run_dir(self, run: RunSpec) -> Path:
+        return self.out_dir / "runs" / run.variant / f"rep-{run.repetition:03d}"
+
+    def order(self) -> list[RunSpec]:
+        """The runs in a seeded random order (recorded in campaign.json)."""
+        order = list(self.runs)
+        random.Random(self.seed).shuffle(order)
+        return order
+
+    def write_campaign(self, order: list[RunSpec]) -> None:
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        info = json.loads(self.kernel.build_info.read_text()) if self.kernel.build_info.exists() else {}
+        path = self.out_dir / "campaign.json"
+        previous = json.loads(path.read_text()) if path.exists() else None
+        record = {
+            "experiment": sorted({r.experiment for r in self.runs}),
+            "runs": len(self.runs),
+            "order_seed": self.seed,
+            "order": [r.run_id for r in order],
+            "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
+            "git_commit": git_commit(),
+            "invocations": (previous or {}).get("invocations", []) + [{"started": time.time(), "jobs": self.jobs}],
+        }
+        atomic_write(path, json.dumps(record, indent=1))
+
+    # ------------------------------------------------------------- runs
+    def _set_aside(self, run_dir: Path, why: str) -> Path:
+        k = 1
+        while (target := run_dir.with_name(f"{run_dir.name}.{why}-{k}")).exists():
+            k += 1
+        run_dir.rename(target)
+        return target
+
+    def _previous(self, run: RunSpec) -> Outcome | None:
+        """The outcome of an earlier invocation, or None if the run must (re)run."""
+        run_dir = self.run_dir(run)
+        if not run_dir.exists():
+            return None
+        marker = run_dir / "run.json"
+        if not marker.exists():
+            self._set_aside(run_dir, "interrupted")
+            return None
+        info = json.loads(marker.read_text())
+        if info["status"] != "ok" and self.retry_failed:
+            self._set_aside(run_dir, "failed")
+            return None
+        return Outcome(run.run_id, info["status"], info.get("reason", ""), info.get("seconds", 0), previous=True)
+
+    def execute(self, run: RunSpec) -> Outcome:
+        run_dir = self.run_dir(run)
+        run_dir.mkdir(parents=True)
+        atomic_write(run_dir / "spec.json", json.dumps(run.to_json(), indent=1))
+        timeout_s = run.config["timeout"] / 1000 + BOOT_MARGIN_S
+        script = f"exec {sys.executable} -m orchestrator.agent {run_dir}\n"
+        entry = run_dir / "guest-entry.sh"
+        entry.write_text("#!/bin/sh\n" + script)
+        entry.chmod(0o755)
+        started = time.time()
+        res = boot(self.kernel, run_dir, entry, timeout=timeout_s,
+                   env={"MPTLAB_MODULES_DIR": str(self.kernel.modules_dir)})  # fmt: skip
+        status, reason = res.status, res.reason
+        result_path = run_dir / "result.json"
+        if result_path.exists():
+            result = json.loads(result_path.read_text())
+            if result.get("status") != "ok" and status in ("ok", "failed"):
+                status, reason = "failed", result.get("error", reason)
+        elif status == "ok":
+            status, reason = "failed", "the guest wrote no result.json"
+        outcome = Outcome(run.run_id, status, reason, time.time() - started)
+        atomic_write(
+            run_dir / "run.json",
+            json.dumps(
+                {
+                    "status": status,
+                    "reason": reason,
+                    "started": started,
+                    "seconds": outcome.seconds,
+                    "boot_status": res.status,
+                    "timeout_s": timeout_s,
+                    "experiment": run.experiment,
+                    "variant": run.variant,
+                    "repetition": run.repetition,
+                    "seed": run.seed,
+                    "kernel_dir": str(self.kernel.dir),
+                    "git_commit": git_commit(),
+                },
+                indent=1,
+            ),
+        )
+        return outcome
+
+    def run(self) -> CampaignReport:
+        order = self.order()
+        self.write_campaign(order)
+        report = CampaignReport()
+        todo = []
+        for run in order:
+            prev = self._previous(run)
+            if prev is None:
+                todo.append(run)
+            else:
+                report.outcomes.append(prev)
+        total = len(order)
+        done = [len(report.outcomes)]
+        failed = [len(report.failed)]
+
+        def one(run: RunSpec) -> None:
+            try:
+                outcome = self.execute(run)
+            except Exception as exc:  # noqa: BLE001 - a host-side error fails this run only
+                outcome = Outcome(run.run_id, "crashed", f"host error: {type(exc).__name__}: {exc}")
+            with self._lock:
+                report.outcomes.append(outcome)
+                done[0] += 1
+                failed[0] += outcome.status != "ok"
+                if self.on_progress:
+                    self.on_progress(outcome, done[0], failed[0], total)
+
+        with ThreadPoolExecutor(max_workers=self.jobs) as pool:
+            list(pool.map(one, todo))
+        return report

@@ -1,0 +1,204 @@
+"""Sample TCP subflows and MPTCP connections through sock_diag (what ``ss``
+reads), inside the guest, in one network namespace.
+
+    ip netns exec client python -m orchestrator.sampler OUT_PREFIX --ss 0.1 --mptcp 0.01
+
+writes ``OUT_PREFIX-subflows.csv`` (every TCP socket every ``--ss`` seconds:
+cwnd, sRTT, in-flight, retransmissions, bytes, and the MPTCP subflow
+counters of patch 0002) and ``OUT_PREFIX-mptcp.csv`` (every MPTCP connection
+every ``--mptcp`` seconds: OFO queue now/max, bytes sent/reinjected/acked/
+received, scheduler).  One netlink dump per sample, no process per sample,
+so 10 ms sampling (the BLEST paper's OFO sampling) is cheap.  Stops on
+SIGTERM/SIGINT and flushes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import signal
+import socket
+import struct
+import sys
+import time
+
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+INET_DIAG_INFO = 2
+INET_DIAG_ULP_INFO = 21
+INET_DIAG_REQ_PROTOCOL = 3
+INET_ULP_INFO_MPTCP = 3
+IPPROTO_MPTCP = 262
+TCP_LISTEN, TCP_TIME_WAIT = 10, 6
+
+_NLMSG = struct.Struct("=IHHII")
+_REQ = struct.Struct("=BBBBI2s2s16s16sI8s")  # inet_diag_req_v2 (sockid inline)
+_MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg
+_RTA = struct.Struct("=HH")
+
+# struct tcp_info (Linux 6.1): name -> (offset, format)
+TCP_INFO = {
+    "rto": (8, "I"), "unacked": (24, "I"), "sacked": (28, "I"), "lost": (32, "I"),
+    "retrans": (36, "I"), "pmtu": (60, "I"), "srtt_us": (68, "I"), "rttvar_us": (72, "I"),
+    "ssthresh": (76, "I"), "cwnd": (80, "I"), "total_retrans": (100, "I"),
+    "pacing_rate": (104, "Q"), "bytes_acked": (120, "Q"), "bytes_received": (128, "Q"),
+    "notsent_bytes": (144, "I"), "min_rtt_us": (148, "I"), "delivery_rate": (160, "Q"),
+    "bytes_sent": (200, "Q"), "bytes_retrans": (208, "Q"), "snd_wnd": (228, "I"),
+}  # fmt: skip
+# struct mptcp_info with the mptlab extension (patch 0002)
+MPTCP_INFO = {
+    "subflows": (0, "B"), "token": (12, "I"), "write_seq": (16, "Q"), "snd_una": (24, "Q"),
+    "rcv_nxt": (32, "Q"), "ofo_bytes": (48, "Q"), "ofo_bytes_max": (56, "Q"),
+    "ofo_segs": (64, "I"), "ofo_segs_max": (68, "I"), "bytes_sent": (72, "Q"),
+    "bytes_reinjected": (80, "Q"), "bytes_acked": (88, "Q"), "bytes_received": (96, "Q"),
+}  # fmt: skip
+MPTCP_SCHEDULER = (104, 16)
+SUBFLOW_ATTRS = {1: ("token_rem", "I"), 2: ("token_loc", "I"), 9: ("id_rem", "B"),
+                 10: ("id_loc", "B"), 12: ("mptcp_bytes_sent", "Q"), 13: ("mptcp_bytes_reinjected", "Q")}  # fmt: skip
+
+SUBFLOW_COLUMNS = ["t", "saddr", "sport", "daddr", "dport", "state", "token_loc", "token_rem",
+                   "id_loc", "id_rem", *TCP_INFO, "mptcp_bytes_sent", "mptcp_bytes_reinjected"]  # fmt: skip
+MPTCP_COLUMNS = ["t", "saddr", "sport", "daddr", "dport", *MPTCP_INFO, "scheduler"]
+
+
+def _attrs(data: bytes):
+    off = 0
+    while off + 4 <= len(data):
+        length, kind = _RTA.unpack_from(data, off)
+        if length < 4:
+            break
+        yield kind & 0x3FFF, data[off + 4 : off + length]
+        off += (length + 3) & ~3
+
+
+def _fields(blob: bytes, table: dict) -> dict:
+    out = {}
+    for name, (offset, fmt) in table.items():
+        size = struct.calcsize(fmt)
+        out[name] = struct.unpack_from("=" + fmt, blob, offset)[0] if offset + size <= len(blob) else ""
+    return out
+
+
+class Diag:
+    """A sock_diag netlink socket in the current network namespace."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
+        self.sock.bind((0, 0))
+        self.seq = 0
+
+    def dump(self, protocol: int) -> list[tuple[tuple, int, dict]]:
+        """[(addresses, state, attributes)] for IPv4 sockets of ``protocol``."""
+        self.seq += 1
+        proto8 = protocol if protocol < 256 else socket.IPPROTO_TCP
+        req = _REQ.pack(socket.AF_INET, proto8, 1 << (INET_DIAG_INFO - 1), 0, 0xFFFFFFFF,
+                        b"\0" * 2, b"\0" * 2, b"\0" * 16, b"\0" * 16, 0, b"\xff" * 8)  # fmt: skip
+        if protocol >= 256:
+            req += _RTA.pack(8, INET_DIAG_REQ_PROTOCOL) + struct.pack("=I", protocol)
+        msg = _NLMSG.pack(_NLMSG.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0)
+        self.sock.send(msg + req)
+        out = []
+        while True:
+            data = self.sock.recv(1 << 20)
+            off = 0
+            while off + _NLMSG.size <= len(data):
+                length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(data, off)
+                if kind == NLMSG_DONE:
+                    return out
+                if kind == NLMSG_ERROR:
+                    err = struct.unpack_from("=i", data, off + _NLMSG.size)[0]
+                    raise OSError(-err, f"sock_diag dump failed: {err}")
+                body = data[off + _NLMSG.size : off + length]
+                fields = _MSG.unpack_from(body)
+                state = fields[1]
+                sport, dport = struct.unpack(">H", fields[4])[0], struct.unpack(">H", fields[5])[0]
+                addrs = (socket.inet_ntoa(fields[6][:4]), sport, socket.inet_ntoa(fields[7][:4]), dport)
+                attrs = dict(_attrs(body[_MSG.size :]))
+                out.append((addrs, state, attrs))
+                off += (length + 3) & ~3
+
+
+def subflow_rows(diag: Diag, now: float) -> list[list]:
+    rows = []
+    for addrs, state, attrs in diag.dump(socket.IPPROTO_TCP):
+        if state in (TCP_LISTEN, TCP_TIME_WAIT) or INET_DIAG_INFO not in attrs:
+            continue
+        info = _fields(attrs[INET_DIAG_INFO], TCP_INFO)
+        mp = {name: "" for name, _ in SUBFLOW_ATTRS.values()}
+        for kind, nested in _attrs(attrs.get(INET_DIAG_ULP_INFO, b"")):
+            if kind != INET_ULP_INFO_MPTCP:
+                continue
+            for akind, value in _attrs(nested):
+                if akind in SUBFLOW_ATTRS:
+                    name, fmt = SUBFLOW_ATTRS[akind]
+                    mp[name] = struct.unpack_from("=" + fmt, value)[0]
+        rows.append([round(now, 6), *addrs, state, mp["token_loc"], mp["token_rem"], mp["id_loc"], mp["id_rem"],
+                     *info.values(), mp["mptcp_bytes_sent"], mp["mptcp_bytes_reinjected"]])  # fmt: skip
+    return rows
+
+
+def mptcp_rows(diag: Diag, now: float) -> list[list]:
+    rows = []
+    for addrs, state, attrs in diag.dump(IPPROTO_MPTCP):
+        if state == TCP_LISTEN or INET_DIAG_INFO not in attrs:
+            continue
+        blob = attrs[INET_DIAG_INFO]
+        info = _fields(blob, MPTCP_INFO)
+        off, size = MPTCP_SCHEDULER
+        sched = blob[off : off + size].split(b"\0")[0].decode() if len(blob) >= off + size else ""
+        rows.append([round(now, 6), *addrs, *info.values(), sched])
+    return rows
+
+
+def run(prefix: str, ss_interval: float | None, mptcp_interval: float | None, duration: float | None) -> None:
+    stop = False
+
+    def _stop(*_):
+        nonlocal stop
+        stop = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    diag = Diag()
+    files, writers = [], {}
+    for kind, interval, columns in (("subflows", ss_interval, SUBFLOW_COLUMNS), ("mptcp", mptcp_interval, MPTCP_COLUMNS)):
+        if interval:
+            f = open(f"{prefix}-{kind}.csv", "w", newline="")  # noqa: SIM115
+            files.append(f)
+            writers[kind] = csv.writer(f)
+            writers[kind].writerow(columns)
+    start = time.monotonic()
+    due = {"subflows": start, "mptcp": start}
+    intervals = {"subflows": ss_interval, "mptcp": mptcp_interval}
+    samplers = {"subflows": subflow_rows, "mptcp": mptcp_rows}
+    try:
+        while not stop and (duration is None or time.monotonic() - start < duration):
+            now_mono = time.monotonic()
+            for kind in writers:
+                if now_mono >= due[kind]:
+                    writers[kind].writerows(samplers[kind](diag, time.time()))
+                    due[kind] += intervals[kind]
+                    if due[kind] < now_mono:  # fell behind: skip, do not burst
+                        due[kind] = now_mono + intervals[kind]
+            next_due = min(due[k] for k in writers) if writers else now_mono + 1
+            time.sleep(max(0.0, next_due - time.monotonic()))
+    finally:
+        for f in files:
+            f.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("prefix", help="output path prefix (…-subflows.csv, …-mptcp.csv)")
+    parser.add_argument("--ss", type=float, default=0.1, help="subflow sampling period in s (0: off)")
+    parser.add_argument("--mptcp", type=float, default=0.01, help="connection sampling period in s (0: off)")
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    args = parser.parse_args(argv)
+    run(args.prefix, args.ss or None, args.mptcp or None, args.duration)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""Workloads, run inside the guest between the hosts of a built topology.
+
+A workload is a module ``traffic/<type>.py`` (the YAML's ``workload.type``) with
+
+- ``Params``: a pydantic model of its YAML fields (besides ``type``); the host
+  validates the experiment's ``workload`` with it, so that errors name the
+  file, the line and the field;
+- ``run(ctx) -> dict``: runs in the guest and returns the metrics for
+  ``result.json``; ``ctx`` is an ``orchestrator.agent.Context`` (``ctx.net``,
+  ``ctx.plan``, ``ctx.client``, ``ctx.server``, ``ctx.config``,
+  ``ctx.trace_dir``, ``ctx.log()``, ``ctx.mark()``; ``ctx.workload`` holds
+  the validated params as attributes);
+- optionally ``quick(params: dict) -> dict``: the shortened version used by
+  ``mptlab run --quick``.
+
+``available()`` lists the workload types.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from pathlib import Path
+
+_NOT_WORKLOADS = {"background"}
+
+
+def available() -> list[str]:
+    """Workload types: the modules of this package that define ``run``."""
+    names = []
+    for info in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if info.name.startswith("_") or info.name in _NOT_WORKLOADS:
+            continue
+        names.append(info.name)
+    return sorted(names)
+
+
+def load(kind: str):
+    """The workload module for ``kind`` (ValueError naming the allowed types)."""
+    if kind not in available():
+        raise ValueError(f"unknown workload type {kind!r}; allowed: {', '.join(available())}")
+    return importlib.import_module(f"traffic.{kind}")
