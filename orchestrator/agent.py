@@ -11,7 +11,9 @@ reads ``RUN_DIR/spec.json`` (an expanded ``RunSpec``), then:
    manager limits and endpoints, any sysctl) and flushes TCP metrics;
 3. starts the traces: sock_diag samplers on the client and the server,
    tcpdump headers per interface (optional), the kernel's stats tracepoints;
-4. runs the workload (``traffic.<type>``);
+4. starts the background flows (``traffic.background.start``, if any), runs
+   the workload (``traffic.<type>.run``), stops the background
+   (``traffic.background.stop``, whose metrics go to ``result.json``);
 5. stops the traces and writes ``result.json`` (metrics, per-subflow and
    per-connection kernel counters) and ``guest-provenance.json``.
 
@@ -228,13 +230,19 @@ def run(run_dir: Path) -> int:
             json.dumps({"tools": provenance(), "modules_sha256": modules, "settings": applied}, indent=2),
         )
         start_traces(ctx)
+        background = None
+        if ctx.spec.config.get("background"):
+            background = importlib.import_module("traffic.background")
+            background.start(ctx)
         workload = importlib.import_module(f"traffic.{ctx.workload.type}")
         metrics = workload.run(ctx)
+        background_metrics = background.stop(ctx) if background else None
         wait_for_close(ctx)
         records = stop_traces(ctx)
         result.update(
             status="ok",
             metrics=metrics,
+            background=background_metrics,
             kernel=kernel_counters(ctx, records),
             marks=ctx.marks,
             addresses={h: ctx.plan.addresses(h) for h in ctx.plan.hosts},

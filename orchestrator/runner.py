@@ -183,7 +183,25 @@ class Campaign:
         )
         return outcome
 
+    def prepare(self) -> None:
+        """Host-side preparation a workload needs before its runs (e.g. media or
+        page content made once and cached): ``traffic.<type>.prepare(params)``
+        returns data merged into the runs' ``config.workload.prepared``."""
+        import traffic
+
+        cache: dict[str, dict] = {}
+        for run in self.runs:
+            work = run.config["workload"]
+            module = traffic.load(work["type"])
+            if not hasattr(module, "prepare"):
+                continue
+            key = json.dumps(work, sort_keys=True)
+            if key not in cache:
+                cache[key] = module.prepare({k: v for k, v in work.items() if k != "type"})
+            run.config = {**run.config, "workload": {**work, "prepared": cache[key]}}
+
     def run(self) -> CampaignReport:
+        self.prepare()
         order = self.order()
         self.write_campaign(order)
         report = CampaignReport()
