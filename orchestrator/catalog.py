@@ -78,6 +78,28 @@ def _set_dotted(data: dict, dotted: str, value) -> None:
     node[parts[-1]] = copy.deepcopy(value)
 
 
+def _names_a_field(model, parts: list[str]) -> bool:
+    """Does the dotted path ``parts`` name a field of the pydantic ``model``?"""
+    import typing
+
+    from pydantic import BaseModel
+
+    for i, part in enumerate(parts):
+        if model.model_config.get("extra") == "allow":
+            return True  # e.g. workload: its module checks the fields
+        field_info = model.model_fields.get(part)
+        if field_info is None:
+            return False
+        ann = field_info.annotation
+        candidates = [ann, *typing.get_args(ann)]
+        sub = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        if sub is None:
+            is_map = any(typing.get_origin(c) is dict or c is dict for c in candidates)
+            return i == len(parts) - 1 or (is_map and i == len(parts) - 2)
+        model = sub
+    return True
+
+
 def _short(value) -> str:
     if isinstance(value, list):
         return "+".join(_short(v) for v in value)
@@ -171,7 +193,10 @@ class Catalog:
                 f"{src.where(prefix + ('extends',))}: {'.'.join(prefix)}.extends: "
                 f"unknown experiment {parent!r}"
             )
-        merged = _deep_merge(self.raw(parent, _seen + (name,)), {k: v for k, v in data.items() if k != "extends"})
+        own = {k: v for k, v in data.items() if k != "extends"}
+        merged = _deep_merge(self.raw(parent, _seen + (name,)), own)
+        if "matrix" in own:  # a matrix is replaced as a whole, not merged key by key
+            merged["matrix"] = copy.deepcopy(own["matrix"])
         return merged
 
     def spec(self, name: str) -> ExperimentSpec:
@@ -258,6 +283,8 @@ class Catalog:
                 data.pop(key, None)
             for dotted, value in assignment.items():
                 try:
+                    if not _names_a_field(ExperimentSpec, dotted.split(".")):
+                        raise KeyError(dotted)
                     _set_dotted(data, dotted, value)
                 except KeyError:
                     raise SpecError(

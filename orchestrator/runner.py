@@ -36,7 +36,7 @@ from .runspec import RunSpec
 from .paths import REPO_ROOT, KernelBuild
 from .uml import boot
 
-BOOT_MARGIN_S = 60  # on top of the experiment's timeout: boot, topology, teardown
+BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
 
 
 def default_jobs() -> int:

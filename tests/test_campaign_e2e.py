@@ -1,0 +1,112 @@
+"""Campaigns end to end on the real kernel: complete run dirs, a hung run
+killed at its timeout while the others finish, and resume after a kill."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.kernel
+
+MPTLAB = [sys.executable, "-m", "orchestrator.cli"]
+
+CAMPAIGN = """\
+experiments:
+  e2e:
+    topology: two-path
+    paths: [wlan, 3g]
+    kernel: {{scheduler: blest, path_manager: {{subflows: 2, add_addr_accepted: 2}}}}
+    workload: {{type: bulk, {workload}}}
+    repetitions: {reps}
+    timeout: {timeout}
+{extra}"""
+
+
+def write_campaign(tmp_path, workload="bytes: 4MiB", reps=2, timeout="120s", extra=""):
+    path = tmp_path / "campaign.yaml"
+    path.write_text(CAMPAIGN.format(workload=workload, reps=reps, timeout=timeout, extra=textwrap.indent(extra, "    ")))
+    return path
+
+
+def mptlab(*args, **kwargs):
+    return subprocess.run([*MPTLAB, *args], capture_output=True, text=True, **kwargs)
+
+
+def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path):
+    camp = write_campaign(tmp_path)
+    out = tmp_path / "out"
+    p = mptlab("run", str(camp), "--jobs", "2", "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    runs = sorted((out / "e2e" / "runs" / "base").glob("rep-*"))
+    assert [r.name for r in runs] == ["rep-000", "rep-001"]
+    campaign = json.loads((out / "e2e" / "campaign.json").read_text())
+    assert campaign["runs"] == 2 and campaign["kernel"]["kernel_release"] == "6.1.192"
+    for run in runs:
+        spec = json.loads((run / "spec.json").read_text())
+        info = json.loads((run / "run.json").read_text())
+        result = json.loads((run / "result.json").read_text())
+        prov = json.loads((run / "guest-provenance.json").read_text())
+        assert info["status"] == "ok" and spec["config"]["kernel"]["scheduler"] == "blest"
+        assert result["metrics"]["bytes_received"] > 3 * 2**20
+        assert 0 < result["metrics"]["goodput_mbps"] < 35  # 25 + 5 Mbit/s of bottlenecks
+        data_subflows = [s for s in result["kernel"]["subflows"] if s["bytes_sent"] > 100_000]
+        assert {s["path"] for s in data_subflows} <= {1, 2} and data_subflows
+        assert [c for c in result["kernel"]["connections"] if c["scheduler"] == "blest"]
+        assert set(prov["modules_sha256"]) >= {"mptcp_blest.ko", "mptcp_minrtt.ko"}
+        assert "iperf" in prov["tools"]["iperf3"]
+        for host in ("client", "server"):
+            assert len((run / "traces" / f"{host}-subflows.csv").read_text().splitlines()) > 5
+            assert len((run / "traces" / f"{host}-mptcp.csv").read_text().splitlines()) > 5
+    assert spec["seed"] != json.loads((runs[0] / "spec.json").read_text())["seed"]
+
+
+def test_a_hung_run_is_killed_and_reported_while_the_others_finish(tmp_path):
+    # the "hung" variant would run 10 minutes but may take 2 s (+ the boot margin)
+    camp = write_campaign(tmp_path, workload="duration: 600s", reps=1, extra=textwrap.dedent("""\
+        variants:
+          - {name: hung, timeout: 2s}
+          - {name: fine, workload: {type: bulk, bytes: 2MiB}}
+        """))
+    out = tmp_path / "out"
+    p = mptlab("run", str(camp), "--jobs", "2", "--out", str(out))
+    assert p.returncode == 1  # a failed run makes the command fail
+    assert "timeout: hung/rep-000" in p.stdout
+    runs = out / "e2e" / "runs"
+    hung = json.loads((runs / "hung" / "rep-000" / "run.json").read_text())
+    fine = json.loads((runs / "fine" / "rep-000" / "run.json").read_text())
+    assert hung["status"] == "timeout" and "killed after" in hung["reason"]
+    assert fine["status"] == "ok"
+    assert not subprocess.run(["pgrep", "-f", str(runs / "hung")], capture_output=True).stdout
+
+
+def test_a_killed_campaign_resumes_without_redoing_finished_runs(tmp_path):
+    camp = write_campaign(tmp_path, workload="bytes: 2MiB", reps=4)
+    out = tmp_path / "out"
+    runs = out / "e2e" / "runs" / "base"
+    proc = subprocess.Popen([*MPTLAB, "run", str(camp), "--jobs", "1", "--out", str(out)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 300
+    while time.monotonic() < deadline and len(list(runs.glob("rep-*/run.json"))) < 1:
+        time.sleep(0.5)
+    while time.monotonic() < deadline and len(list(runs.glob("rep-*"))) < 2:
+        time.sleep(0.2)  # the next run has started
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    subprocess.run(["pkill", "-9", "-f", str(out)], check=False)  # its guests
+    finished = {p.parent.name: p.read_text() for p in runs.glob("rep-*/run.json")}
+    assert 1 <= len(finished) < 4
+    p = mptlab("run", str(camp), "--jobs", "2", "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert f"{len(finished)} from earlier invocations" in p.stdout
+    for name, text in finished.items():
+        assert (runs / name / "run.json").read_text() == text  # not redone, not overwritten
+    assert len(list(runs.glob("rep-*/run.json"))) == 4
+    assert list(runs.glob("rep-*.interrupted-1"))  # the half-done run was kept aside
+    campaign = json.loads((out / "e2e" / "campaign.json").read_text())
+    assert len(campaign["invocations"]) == 2

@@ -1,0 +1,128 @@
+"""The experiment language: clear errors (file, line, field, what is allowed)
+and matrix expansion."""
+
+import textwrap
+
+import pytest
+
+from orchestrator.catalog import Catalog, known_schedulers
+from orchestrator.yamlsrc import SpecError
+
+
+def campaign(tmp_path, text: str):
+    path = tmp_path / "campaign.yaml"
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+GOOD = """\
+experiments:
+  mine:
+    topology: two-path
+    paths: [wlan, 3g]
+    workload: {type: bulk, bytes: 8MiB}
+    repetitions: 3
+    matrix:
+      kernel.scheduler: [minrtt, blest]
+      paths: [[wlan, 3g], [wlan, wlan]]
+    variants:
+      - {name: tcp, kernel.mptcp: false}
+"""
+
+
+def test_matrix_expands_to_the_cross_product_plus_variants(tmp_path):
+    cat = Catalog.load(campaign(tmp_path, GOOD))
+    variants = cat.variants("mine")
+    assert [v for v, _ in variants] == [
+        "scheduler=minrtt,paths=wlan+3g",
+        "scheduler=minrtt,paths=wlan+wlan",
+        "scheduler=blest,paths=wlan+3g",
+        "scheduler=blest,paths=wlan+wlan",
+        "tcp",
+    ]
+    runs = cat.expand("mine")
+    assert len(runs) == 5 * 3
+    blest_ww = [r for r in runs if r.variant == "scheduler=blest,paths=wlan+wlan"]
+    assert {r.config["kernel"]["scheduler"] for r in blest_ww} == {"blest"}
+    assert blest_ww[0].config["paths"] == ["wlan", "wlan"]
+    assert blest_ww[0].config["workload"]["bytes"] == 8 * 1024 * 1024
+    # bottleneck shapes in the plan follow the variant's paths
+    shaped = [ln for ln in blest_ww[0].plan["links"] if ln["label"]]
+    assert [ln["a_to_b"]["rate_mbit"] for ln in shaped] == [25, 25]
+    # seeds differ per run and are stable
+    assert len({r.seed for r in runs}) == len(runs)
+    assert [r.seed for r in Catalog.load(campaign(tmp_path, GOOD)).expand("mine")] == [r.seed for r in runs]
+
+
+def test_extends_merges_and_overrides(tmp_path):
+    cat = Catalog.load(campaign(tmp_path, GOOD + """\
+  child:
+    extends: mine
+    paths: [wlan, wlan]
+    repetitions: 1
+    matrix: {}
+    variants: []
+"""))
+    runs = cat.expand("child")
+    assert len(runs) == 1 and runs[0].config["paths"] == ["wlan", "wlan"]
+    assert runs[0].config["workload"]["bytes"] == 8 * 1024 * 1024
+
+
+@pytest.mark.parametrize(
+    "snippet,expected",
+    [
+        ("    kernel: {schedulr: blest}\n", r"campaign.yaml:\d+: experiments.bad.kernel.schedulr: unknown field"),
+        ("    repetitions: many\n", r"experiments.bad.repetitions: Input should be a valid integer"),
+        ("    kernel: {scheduler: blset}\n", r"campaign.yaml:\d+: experiments.bad.kernel.scheduler: unknown scheduler 'blset'; allowed: default, blest"),
+        ("    warmup: 5 parsecs\n", r"experiments.bad.warmup: cannot read duration '5 parsecs'"),
+    ],
+)
+def test_bad_fields_name_file_line_field_and_allowed(tmp_path, snippet, expected):
+    text = "experiments:\n  bad:\n    topology: two-path\n    paths: [wlan, 3g]\n    workload: {type: bulk, bytes: 1MiB}\n" + snippet
+    with pytest.raises(SpecError, match=expected):
+        Catalog.load(campaign(tmp_path, text)).expand("bad")
+
+
+def test_line_numbers_point_at_the_offending_key(tmp_path):
+    text = "experiments:\n  bad:\n    topology: two-path\n    paths: [wlan, 3g]\n    workload:\n      type: bulk\n      bytes: 1MiB\n      speed: 3\n"
+    with pytest.raises(SpecError) as err:
+        Catalog.load(campaign(tmp_path, text)).expand("bad")
+    assert "campaign.yaml:8: experiments.bad.workload.speed: unknown field" in str(err.value)
+
+
+def test_missing_topology_unknown_profile_and_workload(tmp_path):
+    base = "experiments:\n  bad:\n    paths: [wlan, 3g]\n    workload: {type: bulk, bytes: 1MiB}\n"
+    with pytest.raises(SpecError, match="experiments.bad.topology: Field required"):
+        Catalog.load(campaign(tmp_path, base)).expand("bad")
+    with pytest.raises(SpecError, match="unknown topology 'ring'; allowed: shifting, two-path, two-path-shared"):
+        Catalog.load(campaign(tmp_path, base + "    topology: ring\n")).expand("bad")
+    with pytest.raises(SpecError, match=r"experiments.bad.paths.1: unknown link profile '5g'; allowed: 3g"):
+        Catalog.load(campaign(tmp_path, base.replace("[wlan, 3g]", "[wlan, 5g]") + "    topology: two-path\n")).expand("bad")
+    with pytest.raises(SpecError, match="has 2 path\\(s\\), 1 profile"):
+        Catalog.load(campaign(tmp_path, base.replace("[wlan, 3g]", "[wlan]") + "    topology: two-path\n")).expand("bad")
+    wrong = base.replace("type: bulk", "type: torrent") + "    topology: two-path\n"
+    with pytest.raises(SpecError, match="unknown workload type 'torrent'; allowed: .*bulk"):
+        Catalog.load(campaign(tmp_path, wrong)).expand("bad")
+
+
+def test_bad_yaml_and_bad_matrix_key(tmp_path):
+    with pytest.raises(SpecError, match=r"campaign.yaml:\d+: invalid YAML"):
+        Catalog.load(campaign(tmp_path, "experiments:\n  x: [1, 2\n"))
+    text = GOOD.replace("kernel.scheduler: [minrtt, blest]", "kernel.scheduler.name: [minrtt]")
+    with pytest.raises(SpecError, match="matrix key 'kernel.scheduler.name' does not name a field"):
+        Catalog.load(campaign(tmp_path, text)).expand("mine")
+
+
+def test_every_shipped_experiment_validates():
+    cat = Catalog.load()
+    assert {"blest-3g-wlan", "blest-wlan-wlan", "kubde-wifi-lte", "kubde-wifi-eth", "kubde-wifi-wifi"} <= set(cat.names())
+    for name in cat.names():
+        assert cat.expand(name)
+    assert "blest" in known_schedulers() and "default" in known_schedulers()
+
+
+def test_quick_shortens_the_workload(tmp_path):
+    cat = Catalog.load(campaign(tmp_path, GOOD))
+    run = cat.expand("mine", quick=True, repetitions=1)[0]
+    assert run.config["workload"]["bytes"] == 1024 * 1024
+    assert run.config["warmup"] == 0

@@ -1,0 +1,72 @@
+"""The built topology emulates what the profiles say: delay, rate, loss.
+
+Built with the real planner/builder (two-path topology) inside the booted
+kernel; the bottleneck profiles here are set per test.
+"""
+
+import json
+import math
+
+import pytest
+
+pytestmark = pytest.mark.kernel
+
+BUILD = """
+import json, subprocess
+from orchestrator.catalog import Catalog
+from orchestrator.spec import ProfileSpec
+from orchestrator.topology import build, plan
+from orchestrator.netlab import Net
+
+cat = Catalog.load()
+profiles = dict(cat.profiles)
+profiles["p1"] = ProfileSpec(**PROFILE1)
+profiles["p2"] = ProfileSpec(rate="5mbit", delay="30ms", queue="100 packets")
+p = plan(cat.topologies["two-path"], profiles, ["p1", "p2"], background=False)
+net = build(p, Net())
+server1 = p.addresses("server")[0]
+"""
+
+
+def run(guest, profile: dict, body: str, timeout=180):
+    return guest(f"PROFILE1 = {profile!r}\n" + BUILD + body, timeout=timeout)
+
+
+def test_ping_rtt_matches_the_configured_delays(guest):
+    r = run(guest, {"rate": "25mbit", "delay": "12.5ms", "queue": "100 packets"}, """
+out = net.run("client", "ping", "-c", "30", "-i", "0.05", "-s", "56", server1)
+RESULT["ping"] = out
+""")
+    summary = [line for line in r["ping"].splitlines() if "min/avg/max" in line][0]
+    rtt_min = float(summary.split("=")[1].split("/")[0])
+    assert abs(rtt_min - 25.0) <= 0.5, summary  # 12.5 ms each way on the bottleneck
+
+
+def test_single_path_goodput_matches_the_configured_rate(guest):
+    rate = 20.0
+    r = run(guest, {"rate": f"{rate}mbit", "delay": "10ms", "queue": "1 bdp"}, """
+srv = net.popen("server", ["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
+import time; time.sleep(0.3)
+out = net.run("client", "iperf3", "-c", server1, "-t", "8", "-O", "2", "-J")
+srv.wait(timeout=20)
+RESULT["iperf"] = json.loads(out)
+""")
+    goodput = r["iperf"]["end"]["sum_received"]["bits_per_second"] / 1e6
+    # a 1500-byte packet carries 1448 bytes of TCP payload (timestamps) in a 1514-byte frame
+    expected = rate * 1448 / 1514
+    assert abs(goodput - expected) / expected <= 0.05, (goodput, expected)
+
+
+def test_random_loss_is_observed_within_a_binomial_tolerance(guest):
+    loss = 5.0
+    n = 1000
+    r = run(guest, {"rate": "25mbit", "delay": "1ms", "loss": f"{loss}%", "queue": "100 packets",
+                    "reverse": {"loss": 0}}, f"""
+out = net.run("client", "ping", "-c", "{n}", "-i", "0.005", "-q", server1, check=False)
+RESULT["ping"] = out
+""")
+    line = [ln for ln in r["ping"].splitlines() if "packet loss" in ln][0]
+    sent, received = int(line.split()[0]), int(line.split()[3])
+    lost = sent - received
+    mean, sd = n * loss / 100, math.sqrt(n * loss / 100 * (1 - loss / 100))
+    assert abs(lost - mean) <= 4 * sd, (lost, mean, sd)  # 4 sigma: flaky once in ~16000 runs
