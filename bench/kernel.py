@@ -1,6 +1,6 @@
 """Kernel benchmarks: boot time to the guest program, and netem throughput.
 
-    python -m bench.run kernel
+python -m bench.run kernel
 """
 
 from __future__ import annotations
@@ -82,5 +82,7 @@ Kernel {info["kernel_release"]} (Debian linux-source-6.1 {info["source_version"]
 Single veth pair between two namespaces, netem 5 ms each way (no rate
 limit), iperf3 TCP for 10 s: **{mbit:.0f} Mbit/s** received.
 """
-    write_section("kernel", "Kernel: boot time and netem throughput", "python -m bench.run kernel", body)
+    write_section(
+        "kernel", "Kernel: boot time and netem throughput", "python -m bench.run kernel", body
+    )
     print(body)

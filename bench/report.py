@@ -24,13 +24,15 @@ def machine() -> str:
 def write_section(key: str, title: str, command: str, body: str) -> None:
     """Replace (or append) the section ``key`` of docs/benchmarks.md."""
     text = DOC.read_text() if DOC.exists() else HEADER
-    stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     section = (
         f"<!-- bench:{key} -->\n## {title}\n\n"
         f"Command: `{command}`  \nRun: {stamp} on {machine()}\n\n{body.strip()}\n"
         f"<!-- /bench:{key} -->\n"
     )
-    pattern = re.compile(rf"<!-- bench:{re.escape(key)} -->.*?<!-- /bench:{re.escape(key)} -->\n", re.S)
+    pattern = re.compile(
+        rf"<!-- bench:{re.escape(key)} -->.*?<!-- /bench:{re.escape(key)} -->\n", re.S
+    )
     if pattern.search(text):
         text = pattern.sub(lambda _: section, text)
     else:

@@ -1,7 +1,7 @@
 """Run benchmarks and record them in docs/benchmarks.md.
 
-    python -m bench.run            # all
-    python -m bench.run kernel     # one
+python -m bench.run            # all
+python -m bench.run kernel     # one
 """
 
 from __future__ import annotations
@@ -9,14 +9,16 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["kernel"]
+BENCHMARKS = ["kernel", "campaign"]
 
 
 def main(argv: list[str]) -> int:
     names = argv or BENCHMARKS
     for name in names:
         if name not in BENCHMARKS:
-            print(f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr)
+            print(
+                f"unknown benchmark {name!r}; available: {', '.join(BENCHMARKS)}", file=sys.stderr
+            )
             return 2
     for name in names:
         print(f"== {name}")

@@ -85,7 +85,9 @@ def load_modules(ctx: Context) -> dict[str, str]:
     wanted = ctx.config.kernel.scheduler
     hashes = {}
     for ko in sorted(modules_dir.glob("mptcp_*.ko")):
-        params = ctx.spec.config["kernel"]["scheduler_params"] if ko.stem == f"mptcp_{wanted}" else {}
+        params = (
+            ctx.spec.config["kernel"]["scheduler_params"] if ko.stem == f"mptcp_{wanted}" else {}
+        )
         kmod.insmod(ko, params)
         hashes[ko.name] = _sha256(ko)
     if wanted not in kmod.available_schedulers():
@@ -102,8 +104,13 @@ def mptcp_ip_lines(ctx: Context) -> dict[str, list[str]]:
         ln = ["tcp_metrics flush all"]
         if host in (ctx.client, ctx.server):
             pm = k.path_manager
-            ln.append(f"mptcp limits set subflow {pm.subflows} add_addr_accepted {pm.add_addr_accepted}")
-            ln += [f"mptcp endpoint add {a} dev {dev_name(host, i)} {flag}" for a, i, flag in endpoints.get(host, [])]
+            ln.append(
+                f"mptcp limits set subflow {pm.subflows} add_addr_accepted {pm.add_addr_accepted}"
+            )
+            ln += [
+                f"mptcp endpoint add {a} dev {dev_name(host, i)} {flag}"
+                for a, i, flag in endpoints.get(host, [])
+            ]
         lines[host] = ln
     return lines
 
@@ -144,7 +151,12 @@ def start_traces(ctx: Context) -> None:
     if t.ss_interval or t.ofo_interval:
         for host in (ctx.client, ctx.server):
             args = [sys.executable, "-m", "orchestrator.sampler", str(ctx.trace_dir / host)]
-            args += ["--ss", str((t.ss_interval or 0) / 1000), "--mptcp", str((t.ofo_interval or 0) / 1000)]
+            args += [
+                "--ss",
+                str((t.ss_interval or 0) / 1000),
+                "--mptcp",
+                str((t.ofo_interval or 0) / 1000),
+            ]
             ctx.procs.append(ctx.net.popen(host, args))
     if t.tcpdump:
         for host in (ctx.client, ctx.server):
@@ -227,7 +239,9 @@ def run(run_dir: Path) -> int:
         applied = configure(ctx)
         atomic_write(
             run_dir / "guest-provenance.json",
-            json.dumps({"tools": provenance(), "modules_sha256": modules, "settings": applied}, indent=2),
+            json.dumps(
+                {"tools": provenance(), "modules_sha256": modules, "settings": applied}, indent=2
+            ),
         )
         start_traces(ctx)
         background = None

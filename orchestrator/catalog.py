@@ -92,7 +92,9 @@ def _names_a_field(model, parts: list[str]) -> bool:
             return False
         ann = field_info.annotation
         candidates = [ann, *typing.get_args(ann)]
-        sub = next((c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None)
+        sub = next(
+            (c for c in candidates if isinstance(c, type) and issubclass(c, BaseModel)), None
+        )
         if sub is None:
             is_map = any(typing.get_origin(c) is dict or c is dict for c in candidates)
             return i == len(parts) - 1 or (is_map and i == len(parts) - 2)
@@ -117,7 +119,9 @@ class Catalog:
 
     # ------------------------------------------------------------ load
     @classmethod
-    def load(cls, experiments_file: Path | None = None, topology_dir: Path | None = None) -> Catalog:
+    def load(
+        cls, experiments_file: Path | None = None, topology_dir: Path | None = None
+    ) -> Catalog:
         cat = cls()
         topology_dir = Path(topology_dir or TOPOLOGY_DIR)
         cat._load_profiles(topology_dir / "profiles.yaml")
@@ -149,7 +153,11 @@ class Catalog:
             shape = link.shape
             if shape is None or shape in self.profiles:
                 continue
-            if shape.startswith("path") and shape[4:].isdigit() and 1 <= int(shape[4:]) <= topo.paths:
+            if (
+                shape.startswith("path")
+                and shape[4:].isdigit()
+                and 1 <= int(shape[4:]) <= topo.paths
+            ):
                 continue
             raise SpecError(
                 f"{src.where(('links', i))}: links.{i}.shape: unknown profile {shape!r}; "
@@ -162,14 +170,22 @@ class Catalog:
         data = src.data
         if not isinstance(data, dict) or not isinstance(data.get("experiments"), dict):
             raise SpecError(f"{src.where(())}: expected a mapping 'experiments: {{name: ...}}'")
-        unknown = set(data) - {"experiments", "defaults"}
+        unknown = set(data) - {"experiments", "defaults", "profiles"}
         if unknown:
             key = sorted(unknown)[0]
-            raise SpecError(f"{src.where((key,))}: {key}: unknown top-level key; allowed: experiments, defaults")
+            raise SpecError(
+                f"{src.where((key,))}: {key}: unknown top-level key; "
+                "allowed: experiments, defaults, profiles"
+            )
+        for name, prof in (data.get("profiles") or {}).items():
+            # a campaign file may add its own link profiles
+            self.profiles[name] = _validate(ProfileSpec, prof, src, ("profiles", name))
         defaults = data.get("defaults") or {}
         for name, exp in data["experiments"].items():
             if not isinstance(exp, dict):
-                raise SpecError(f"{src.where(('experiments', name))}: experiments.{name}: must be a mapping")
+                raise SpecError(
+                    f"{src.where(('experiments', name))}: experiments.{name}: must be a mapping"
+                )
             self.experiments[name] = _deep_merge(defaults, exp) if "extends" not in exp else exp
             self.sources[name] = (src, ("experiments", name))
 
@@ -180,9 +196,13 @@ class Catalog:
     def raw(self, name: str, _seen: tuple = ()) -> dict:
         """The experiment's mapping with ``extends`` applied (matrix not expanded)."""
         if name not in self.experiments:
-            raise SpecError(f"no experiment named {name!r}; known: {', '.join(self.names()) or 'none'}")
+            raise SpecError(
+                f"no experiment named {name!r}; known: {', '.join(self.names()) or 'none'}"
+            )
         if name in _seen:
-            raise SpecError(f"experiments extend each other in a cycle: {' -> '.join(_seen + (name,))}")
+            raise SpecError(
+                f"experiments extend each other in a cycle: {' -> '.join(_seen + (name,))}"
+            )
         data = self.experiments[name]
         parent = data.get("extends")
         if parent is None:
@@ -208,7 +228,9 @@ class Catalog:
         self._check_references(exp, src, prefix)
         return exp
 
-    def _check_references(self, exp: ExperimentSpec, src: Source, prefix: tuple, variant: str = "") -> None:
+    def _check_references(
+        self, exp: ExperimentSpec, src: Source, prefix: tuple, variant: str = ""
+    ) -> None:
         def fail(loc: tuple, msg: str):
             where = src.where(prefix + loc)
             field_name = ".".join(str(p) for p in prefix + loc)
@@ -216,16 +238,28 @@ class Catalog:
             raise SpecError(f"{where}: {field_name}: {msg}{suffix}")
 
         if exp.topology not in self.topologies:
-            fail(("topology",), f"unknown topology {exp.topology!r}; allowed: {', '.join(sorted(self.topologies))}")
+            fail(
+                ("topology",),
+                f"unknown topology {exp.topology!r}; allowed: {', '.join(sorted(self.topologies))}",
+            )
         topo = self.topologies[exp.topology]
         if len(exp.paths) != topo.paths:
-            fail(("paths",), f"topology {exp.topology!r} has {topo.paths} path(s), {len(exp.paths)} profile(s) given")
+            fail(
+                ("paths",),
+                f"topology {exp.topology!r} has {topo.paths} path(s), {len(exp.paths)} profile(s) given",
+            )
         for i, profile in enumerate(exp.paths):
             if profile not in self.profiles:
-                fail(("paths", i), f"unknown link profile {profile!r}; allowed: {', '.join(sorted(self.profiles))}")
+                fail(
+                    ("paths", i),
+                    f"unknown link profile {profile!r}; allowed: {', '.join(sorted(self.profiles))}",
+                )
         schedulers = known_schedulers()
         if exp.kernel.scheduler not in schedulers:
-            fail(("kernel", "scheduler"), f"unknown scheduler {exp.kernel.scheduler!r}; allowed: {', '.join(schedulers)}")
+            fail(
+                ("kernel", "scheduler"),
+                f"unknown scheduler {exp.kernel.scheduler!r}; allowed: {', '.join(schedulers)}",
+            )
         if exp.kernel.tcp_path > topo.paths:
             fail(("kernel", "tcp_path"), f"must be between 1 and {topo.paths}")
         try:
@@ -255,15 +289,19 @@ class Catalog:
             assignment = dict(zip(keys, combo, strict=True))
             label = ",".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in assignment.items())
             out.append((label or "base", assignment))
-        for i, extra in enumerate(exp.variants):
+        for _i, extra in enumerate(exp.variants):
             extra = dict(extra)
-            label = extra.pop("name", None) or ",".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in extra.items())
+            label = extra.pop("name", None) or ",".join(
+                f"{k.split('.')[-1]}={_short(v)}" for k, v in extra.items()
+            )
             out.append((label, extra))
         names = [n for n, _ in out]
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             src, prefix = self.sources[name]
-            raise SpecError(f"{src.where(prefix + ('variants',))}: variant names repeat: {sorted(dup)}")
+            raise SpecError(
+                f"{src.where(prefix + ('variants',))}: variant names repeat: {sorted(dup)}"
+            )
         return out
 
     def expand(
@@ -303,7 +341,9 @@ class Catalog:
             topo = self.topologies[exp.topology]
             used = set(exp.paths) | {ln.shape for ln in topo.links if ln.shape in self.profiles}
             profiles = {p: self.profiles[p].model_dump(mode="json") for p in sorted(used)}
-            net_plan = plan(topo, self.profiles, exp.paths, background=bool(exp.background)).to_json()
+            net_plan = plan(
+                topo, self.profiles, exp.paths, background=bool(exp.background)
+            ).to_json()
             reps = repetitions or exp.repetitions
             for rep in range(reps):
                 runs.append(
@@ -338,4 +378,6 @@ def quicken(exp: ExperimentSpec) -> ExperimentSpec:
     if hasattr(module, "quick"):
         params = module.Params.model_validate(module.quick(params.model_dump()))
     work = type(exp.workload).model_validate({"type": exp.workload.type, **params.model_dump()})
-    return exp.model_copy(update={"workload": work, "warmup": 0.0, "timeout": min(exp.timeout, 180_000.0)})
+    return exp.model_copy(
+        update={"workload": work, "warmup": 0.0, "timeout": min(exp.timeout, 180_000.0)}
+    )

@@ -1,9 +1,9 @@
 """mptlab command line.
 
-    mptlab list                         named experiments
-    mptlab show NAME [--file F]         every run an experiment expands to
-    mptlab validate FILE                check a campaign or topology file
-    mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--retry-failed]
+mptlab list                         named experiments
+mptlab show NAME [--file F]         every run an experiment expands to
+mptlab validate FILE                check a campaign or topology file
+mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--retry-failed]
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import time
 from pathlib import Path
 
 from .catalog import Catalog
-from .runspec import RunSpec
 from .paths import REPO_ROOT, KernelNotBuilt, find_kernel
+from .runspec import RunSpec
 from .yamlsrc import SpecError
 
 
@@ -40,9 +40,13 @@ def cmd_show(args) -> int:
     print(f"{args.name}: {exp.description}")
     if exp.source:
         print(f"  source: {exp.source}")
-    print(f"  topology {exp.topology}, paths {', '.join(exp.paths)}, workload {exp.workload.model_dump(exclude_none=True)}")
+    print(
+        f"  topology {exp.topology}, paths {', '.join(exp.paths)}, workload {exp.workload.model_dump(exclude_none=True)}"
+    )
     variants = cat.variants(args.name)
-    print(f"  {len(variants)} variants x {len(runs) // max(1, len(variants))} repetitions = {len(runs)} runs")
+    print(
+        f"  {len(variants)} variants x {len(runs) // max(1, len(variants))} repetitions = {len(runs)} runs"
+    )
     for label, keys in variants:
         print(f"  - {label}: {keys}")
     if args.runs:
@@ -88,7 +92,9 @@ class Progress:
         if self.bar:
             self.bar.update(self.task, completed=done, description=f"runs (failed {failed})")
             if outcome.status != "ok":
-                self.bar.console.print(f"[red]{outcome.status}[/red] {outcome.run_id}: {outcome.reason}")
+                self.bar.console.print(
+                    f"[red]{outcome.status}[/red] {outcome.run_id}: {outcome.reason}"
+                )
             return
         if self.quiet and outcome.status == "ok":
             return
@@ -121,7 +127,9 @@ def cmd_run(args) -> int:
         return 2
     status = 0
     for name in names:
-        runs: list[RunSpec] = cat.expand(name, repetitions=args.reps, campaign_seed=args.seed, quick=args.quick)
+        runs: list[RunSpec] = cat.expand(
+            name, repetitions=args.reps, campaign_seed=args.seed, quick=args.quick
+        )
         out = Path(args.out or REPO_ROOT / "results") / (name + ("-quick" if args.quick else ""))
         print(f"{name}: {len(runs)} runs -> {out}", flush=True)
         progress = Progress(len(runs), args.quiet)
@@ -133,7 +141,9 @@ def cmd_run(args) -> int:
             progress.close()
         ok = len(report.outcomes) - len(report.failed)
         reused = sum(o.previous for o in report.outcomes)
-        print(f"{name}: {ok} ok, {len(report.failed)} failed ({reused} from earlier invocations) in {out}")
+        print(
+            f"{name}: {ok} ok, {len(report.failed)} failed ({reused} from earlier invocations) in {out}"
+        )
         for o in report.failed:
             print(f"  {o.status}: {o.run_id}: {o.reason}")
         status |= 1 if report.failed else 0
@@ -161,7 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("file")
     p.set_defaults(func=cmd_validate)
 
-    p = sub.add_parser("run", help="run an experiment (NAME) or every experiment of a campaign FILE")
+    p = sub.add_parser(
+        "run", help="run an experiment (NAME) or every experiment of a campaign FILE"
+    )
     p.add_argument("target", help="experiment name, or a campaign YAML file")
     p.add_argument("--file", help="campaign file holding NAME (default: experiments.yaml)")
     p.add_argument("--reps", type=int, help="override the repetitions")
@@ -170,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true",
                    help="1/8 of the bytes or duration, no warm-up: a first look, results kept apart")  # fmt: skip
     p.add_argument("--seed", type=int, default=1, help="campaign seed: run order and per-run seeds")
-    p.add_argument("--retry-failed", action="store_true", help="run failed runs again (old dirs kept)")
+    p.add_argument(
+        "--retry-failed", action="store_true", help="run failed runs again (old dirs kept)"
+    )
     p.add_argument("--quiet", action="store_true", help="report failed runs only")
     p.set_defaults(func=cmd_run)
 

@@ -18,7 +18,9 @@ TRACEFS = Path("/sys/kernel/tracing")
 STATS_EVENTS = ("mptcp_subflow_stats", "mptcp_conn_stats")
 
 _FIELD = re.compile(r"(\w+)=(\S+)")
-_EVENT = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>[\d.]+): (?P<event>\w+): (?P<body>.*)$")
+_EVENT = re.compile(
+    r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[\d+\]\s+\S+\s+(?P<ts>[\d.]+): (?P<event>\w+): (?P<body>.*)$"
+)
 
 
 def enable(events: tuple[str, ...] = STATS_EVENTS, buffer_kb: int = 8192) -> None:

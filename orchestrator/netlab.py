@@ -299,7 +299,9 @@ class Net:
                 try:
                     path.write_text(str(value))
                 except OSError as exc:
-                    raise NetError(f"sysctl {key}={value} in {self.ns(host)}: {exc.strerror}") from None
+                    raise NetError(
+                        f"sysctl {key}={value} in {self.ns(host)}: {exc.strerror}"
+                    ) from None
 
     def batch(self, host: Host | str | None, tool: str, lines: list[str]) -> None:
         """Run ``ip`` or ``tc`` commands (without the tool name) in one process,
@@ -310,9 +312,13 @@ class Net:
         if self.log:
             for line in lines:
                 self.log(f"{' '.join(args[:-2])} {line}")
-        proc = subprocess.run(args, input="\n".join(lines) + "\n", capture_output=True, text=True, check=False)
+        proc = subprocess.run(
+            args, input="\n".join(lines) + "\n", capture_output=True, text=True, check=False
+        )
         if proc.returncode != 0:
-            raise NetError(f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}".rstrip())
+            raise NetError(
+                f"{' '.join(args)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}".rstrip()
+            )
 
     def build(self, extra_ip: dict[str, list[str]] | None = None) -> None:
         """Create namespaces, veth pairs, addresses and shapes: one ``ip`` and at
@@ -326,12 +332,17 @@ class Net:
         ip_lines: dict[str, list[str]] = {h: ["link set lo up"] for h in self.hosts}
         tc_lines: dict[str, list[str]] = {h: [] for h in self.hosts}
         for ln in self.links:
-            for host, dev, addr, shape in ((ln.a, ln.a_dev, ln.a_addr, ln.a_to_b), (ln.b, ln.b_dev, ln.b_addr, ln.b_to_a)):
+            for host, dev, addr, shape in (
+                (ln.a, ln.a_dev, ln.a_addr, ln.a_to_b),
+                (ln.b, ln.b_dev, ln.b_addr, ln.b_to_a),
+            ):
                 ip_lines[host.name].append(f"addr add {addr} dev {dev}")
                 # one MSS per skb: no 64 KB "packets" through netem/tbf (GSO/TSO off)
                 ip_lines[host.name].append(f"link set {dev} up gso_max_segs 1")
                 if shape is not None:
-                    tc_lines[host.name] += [" ".join(c[1:]) for c in shape_commands(dev, shape, ln.rtt_ms)]
+                    tc_lines[host.name] += [
+                        " ".join(c[1:]) for c in shape_commands(dev, shape, ln.rtt_ms)
+                    ]
         for name, host in self.hosts.items():
             self.batch(host, "ip", ip_lines[name] + (extra_ip or {}).get(name, []))
             self.batch(host, "tc", tc_lines[name])
@@ -373,7 +384,9 @@ class Net:
             table = str(first_table + i)
             gateway = self._peer_of(host, dev)
             self.run(host, "ip", "rule", "add", "from", ip, "table", table)
-            self.run(host, "ip", "route", "add", "default", "via", gateway, "dev", dev, "table", table)
+            self.run(
+                host, "ip", "route", "add", "default", "via", gateway, "dev", dev, "table", table
+            )
             if i > 0:
                 self.run(host, "ip", "mptcp", "endpoint", "add", ip, "dev", dev, "subflow")
 

@@ -32,8 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .agent import atomic_write
-from .runspec import RunSpec
 from .paths import REPO_ROOT, KernelBuild
+from .runspec import RunSpec
 from .uml import boot
 
 BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
@@ -64,8 +64,12 @@ class CampaignReport:
 
 def git_commit() -> str:
     try:
-        out = subprocess.run(["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True)
-        dirty = subprocess.run(["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True)
+        out = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True
+        )
         return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
     except OSError:
         return "unknown"
@@ -103,7 +107,11 @@ class Campaign:
 
     def write_campaign(self, order: list[RunSpec]) -> None:
         self.out_dir.mkdir(parents=True, exist_ok=True)
-        info = json.loads(self.kernel.build_info.read_text()) if self.kernel.build_info.exists() else {}
+        info = (
+            json.loads(self.kernel.build_info.read_text())
+            if self.kernel.build_info.exists()
+            else {}
+        )
         path = self.out_dir / "campaign.json"
         previous = json.loads(path.read_text()) if path.exists() else None
         record = {
@@ -113,7 +121,8 @@ class Campaign:
             "order": [r.run_id for r in order],
             "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
             "git_commit": git_commit(),
-            "invocations": (previous or {}).get("invocations", []) + [{"started": time.time(), "jobs": self.jobs}],
+            "invocations": (previous or {}).get("invocations", [])
+            + [{"started": time.time(), "jobs": self.jobs}],
         }
         atomic_write(path, json.dumps(record, indent=1))
 
@@ -138,7 +147,13 @@ class Campaign:
         if info["status"] != "ok" and self.retry_failed:
             self._set_aside(run_dir, "failed")
             return None
-        return Outcome(run.run_id, info["status"], info.get("reason", ""), info.get("seconds", 0), previous=True)
+        return Outcome(
+            run.run_id,
+            info["status"],
+            info.get("reason", ""),
+            info.get("seconds", 0),
+            previous=True,
+        )
 
     def execute(self, run: RunSpec) -> Outcome:
         run_dir = self.run_dir(run)

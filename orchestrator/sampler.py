@@ -77,7 +77,9 @@ def _fields(blob: bytes, table: dict) -> dict:
     out = {}
     for name, (offset, fmt) in table.items():
         size = struct.calcsize(fmt)
-        out[name] = struct.unpack_from("=" + fmt, blob, offset)[0] if offset + size <= len(blob) else ""
+        out[name] = (
+            struct.unpack_from("=" + fmt, blob, offset)[0] if offset + size <= len(blob) else ""
+        )
     return out
 
 
@@ -97,7 +99,9 @@ class Diag:
                         b"\0" * 2, b"\0" * 2, b"\0" * 16, b"\0" * 16, 0, b"\xff" * 8)  # fmt: skip
         if protocol >= 256:
             req += _RTA.pack(8, INET_DIAG_REQ_PROTOCOL) + struct.pack("=I", protocol)
-        msg = _NLMSG.pack(_NLMSG.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0)
+        msg = _NLMSG.pack(
+            _NLMSG.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0
+        )
         self.sock.send(msg + req)
         out = []
         while True:
@@ -114,7 +118,12 @@ class Diag:
                 fields = _MSG.unpack_from(body)
                 state = fields[1]
                 sport, dport = struct.unpack(">H", fields[4])[0], struct.unpack(">H", fields[5])[0]
-                addrs = (socket.inet_ntoa(fields[6][:4]), sport, socket.inet_ntoa(fields[7][:4]), dport)
+                addrs = (
+                    socket.inet_ntoa(fields[6][:4]),
+                    sport,
+                    socket.inet_ntoa(fields[7][:4]),
+                    dport,
+                )
                 attrs = dict(_attrs(body[_MSG.size :]))
                 out.append((addrs, state, attrs))
                 off += (length + 3) & ~3
@@ -152,7 +161,9 @@ def mptcp_rows(diag: Diag, now: float) -> list[list]:
     return rows
 
 
-def run(prefix: str, ss_interval: float | None, mptcp_interval: float | None, duration: float | None) -> None:
+def run(
+    prefix: str, ss_interval: float | None, mptcp_interval: float | None, duration: float | None
+) -> None:
     stop = False
 
     def _stop(*_):
@@ -163,7 +174,10 @@ def run(prefix: str, ss_interval: float | None, mptcp_interval: float | None, du
     signal.signal(signal.SIGINT, _stop)
     diag = Diag()
     files, writers = [], {}
-    for kind, interval, columns in (("subflows", ss_interval, SUBFLOW_COLUMNS), ("mptcp", mptcp_interval, MPTCP_COLUMNS)):
+    for kind, interval, columns in (
+        ("subflows", ss_interval, SUBFLOW_COLUMNS),
+        ("mptcp", mptcp_interval, MPTCP_COLUMNS),
+    ):
         if interval:
             f = open(f"{prefix}-{kind}.csv", "w", newline="")  # noqa: SIM115
             files.append(f)
@@ -192,8 +206,12 @@ def run(prefix: str, ss_interval: float | None, mptcp_interval: float | None, du
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("prefix", help="output path prefix (…-subflows.csv, …-mptcp.csv)")
-    parser.add_argument("--ss", type=float, default=0.1, help="subflow sampling period in s (0: off)")
-    parser.add_argument("--mptcp", type=float, default=0.01, help="connection sampling period in s (0: off)")
+    parser.add_argument(
+        "--ss", type=float, default=0.1, help="subflow sampling period in s (0: off)"
+    )
+    parser.add_argument(
+        "--mptcp", type=float, default=0.01, help="connection sampling period in s (0: off)"
+    )
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     args = parser.parse_args(argv)
     run(args.prefix, args.ss or None, args.mptcp or None, args.duration)

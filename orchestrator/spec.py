@@ -168,7 +168,9 @@ class TopologySpec(Strict):
         for i, link in enumerate(self.links):
             for end in (link.a, link.b):
                 if end not in known:
-                    raise ValueError(f"links[{i}] uses unknown node {end!r}; nodes: {sorted(known)}")
+                    raise ValueError(
+                        f"links[{i}] uses unknown node {end!r}; nodes: {sorted(known)}"
+                    )
         for role in (self.roles.client, self.roles.server):
             if role not in self.hosts:
                 raise ValueError(f"role host {role!r} is not in hosts {self.hosts}")

@@ -42,7 +42,9 @@ class NetPlan:
     hosts: list[str]
     routers: list[str]
     links: list[PlannedLink]
-    routes: dict[str, list[tuple[str, str]]] = field(default_factory=dict)  # node -> [(dest/32, via)]
+    routes: dict[str, list[tuple[str, str]]] = field(
+        default_factory=dict
+    )  # node -> [(dest/32, via)]
     # host -> [(addr, interface index, gateway)] for hosts with several interfaces
     policy: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
 
@@ -55,7 +57,13 @@ class NetPlan:
             if d is None:
                 return None
             ge = d.get("gilbert_elliott")
-            return Shape(**{**d, "queue": Queue(**d["queue"]), "gilbert_elliott": GilbertElliott(**ge) if ge else None})
+            return Shape(
+                **{
+                    **d,
+                    "queue": Queue(**d["queue"]),
+                    "gilbert_elliott": GilbertElliott(**ge) if ge else None,
+                }
+            )
 
         links = [PlannedLink(**{**ln, "a_to_b": shape(ln["a_to_b"]), "b_to_a": shape(ln["b_to_a"])})
                  for ln in data["links"]]  # fmt: skip
@@ -104,9 +112,13 @@ def plan(
         else:
             a_to_b = b_to_a = None
         links.append(
-            PlannedLink(spec.a, spec.b, f"{net}.1/24", f"{net}.2/24", a_to_b, b_to_a, spec.shape or "")
+            PlannedLink(
+                spec.a, spec.b, f"{net}.1/24", f"{net}.2/24", a_to_b, b_to_a, spec.shape or ""
+            )
         )
-    p = NetPlan(hosts=[h for h in topo.hosts if h not in unused], routers=list(topo.routers), links=links)
+    p = NetPlan(
+        hosts=[h for h in topo.hosts if h not in unused], routers=list(topo.routers), links=links
+    )
     _routes(p)
     return p
 
@@ -176,7 +188,9 @@ def build(p: NetPlan, net: Net | None = None, extra_ip: dict[str, list[str]] | N
     for name in p.routers:
         nodes[name] = net.add_host(name, router=True)
     for link in p.links:
-        net.add_link(nodes[link.a], nodes[link.b], link.a_addr, link.b_addr, link.a_to_b, link.b_to_a)
+        net.add_link(
+            nodes[link.a], nodes[link.b], link.a_addr, link.b_addr, link.a_to_b, link.b_to_a
+        )
     lines: dict[str, list[str]] = {}
     for node in p.hosts + p.routers:
         ln = [f"route replace {dest} via {via}" for dest, via in p.routes.get(node, [])]

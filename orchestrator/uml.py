@@ -15,6 +15,7 @@ happened; it never waits forever and never leaves a UML process behind.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shutil
@@ -109,14 +110,10 @@ def command_line(
 
 
 def _kill_group(proc: subprocess.Popen) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):  # SIGKILL is not ignorable
         proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not ignorable
-        pass
 
 
 def _panic_line(console: Path) -> str | None:
@@ -153,9 +150,7 @@ def boot(
 
     umid = "mptlab-" + uuid.uuid4().hex[:12]
     uml_dir = Path(tempfile.mkdtemp(prefix="mptlab-uml-"))
-    args = command_line(
-        kernel, run_dir, entry, umid=umid, uml_dir=uml_dir, mem_mb=mem_mb, env=env
-    )
+    args = command_line(kernel, run_dir, entry, umid=umid, uml_dir=uml_dir, mem_mb=mem_mb, env=env)
     console = run_dir / CONSOLE_LOG
     started = time.monotonic()
     timed_out = False

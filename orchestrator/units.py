@@ -36,7 +36,9 @@ def _split(value, what: str, units: dict, example: str) -> tuple[float, str]:
     m = re.fullmatch(_NUM + r"\s*([A-Za-z/]*)", value.strip())
     if not m or m.group(2).lower() not in units:
         allowed = ", ".join(u for u in units if u)
-        raise ValueError(f"cannot read {what} {value!r}: use a number with one of: {allowed} (e.g. {example!r})")
+        raise ValueError(
+            f"cannot read {what} {value!r}: use a number with one of: {allowed} (e.g. {example!r})"
+        )
     return float(m.group(1)), m.group(2).lower()
 
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
@@ -30,7 +29,11 @@ experiments:
 
 def write_campaign(tmp_path, workload="bytes: 4MiB", reps=2, timeout="120s", extra=""):
     path = tmp_path / "campaign.yaml"
-    path.write_text(CAMPAIGN.format(workload=workload, reps=reps, timeout=timeout, extra=textwrap.indent(extra, "    ")))
+    path.write_text(
+        CAMPAIGN.format(
+            workload=workload, reps=reps, timeout=timeout, extra=textwrap.indent(extra, "    ")
+        )
+    )
     return path
 
 
@@ -68,11 +71,16 @@ def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path):
 
 def test_a_hung_run_is_killed_and_reported_while_the_others_finish(tmp_path):
     # the "hung" variant would run 10 minutes but may take 2 s (+ the boot margin)
-    camp = write_campaign(tmp_path, workload="duration: 600s", reps=1, extra=textwrap.dedent("""\
+    camp = write_campaign(
+        tmp_path,
+        workload="duration: 600s",
+        reps=1,
+        extra=textwrap.dedent("""\
         variants:
           - {name: hung, timeout: 2s}
           - {name: fine, workload: {type: bulk, bytes: 2MiB}}
-        """))
+        """),
+    )
     out = tmp_path / "out"
     p = mptlab("run", str(camp), "--jobs", "2", "--out", str(out))
     assert p.returncode == 1  # a failed run makes the command fail
@@ -89,8 +97,12 @@ def test_a_killed_campaign_resumes_without_redoing_finished_runs(tmp_path):
     camp = write_campaign(tmp_path, workload="bytes: 2MiB", reps=4)
     out = tmp_path / "out"
     runs = out / "e2e" / "runs" / "base"
-    proc = subprocess.Popen([*MPTLAB, "run", str(camp), "--jobs", "1", "--out", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [*MPTLAB, "run", str(camp), "--jobs", "1", "--out", str(out)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     deadline = time.monotonic() + 300
     while time.monotonic() < deadline and len(list(runs.glob("rep-*/run.json"))) < 1:
         time.sleep(0.5)

@@ -51,18 +51,26 @@ def test_matrix_expands_to_the_cross_product_plus_variants(tmp_path):
     assert [ln["a_to_b"]["rate_mbit"] for ln in shaped] == [25, 25]
     # seeds differ per run and are stable
     assert len({r.seed for r in runs}) == len(runs)
-    assert [r.seed for r in Catalog.load(campaign(tmp_path, GOOD)).expand("mine")] == [r.seed for r in runs]
+    assert [r.seed for r in Catalog.load(campaign(tmp_path, GOOD)).expand("mine")] == [
+        r.seed for r in runs
+    ]
 
 
 def test_extends_merges_and_overrides(tmp_path):
-    cat = Catalog.load(campaign(tmp_path, GOOD + """\
+    cat = Catalog.load(
+        campaign(
+            tmp_path,
+            GOOD
+            + """\
   child:
     extends: mine
     paths: [wlan, wlan]
     repetitions: 1
     matrix: {}
     variants: []
-"""))
+""",
+        )
+    )
     runs = cat.expand("child")
     assert len(runs) == 1 and runs[0].config["paths"] == ["wlan", "wlan"]
     assert runs[0].config["workload"]["bytes"] == 8 * 1024 * 1024
@@ -71,14 +79,26 @@ def test_extends_merges_and_overrides(tmp_path):
 @pytest.mark.parametrize(
     "snippet,expected",
     [
-        ("    kernel: {schedulr: blest}\n", r"campaign.yaml:\d+: experiments.bad.kernel.schedulr: unknown field"),
-        ("    repetitions: many\n", r"experiments.bad.repetitions: Input should be a valid integer"),
-        ("    kernel: {scheduler: blset}\n", r"campaign.yaml:\d+: experiments.bad.kernel.scheduler: unknown scheduler 'blset'; allowed: default, blest"),
+        (
+            "    kernel: {schedulr: blest}\n",
+            r"campaign.yaml:\d+: experiments.bad.kernel.schedulr: unknown field",
+        ),
+        (
+            "    repetitions: many\n",
+            r"experiments.bad.repetitions: Input should be a valid integer",
+        ),
+        (
+            "    kernel: {scheduler: blset}\n",
+            r"campaign.yaml:\d+: experiments.bad.kernel.scheduler: unknown scheduler 'blset'; allowed: default, blest",
+        ),
         ("    warmup: 5 parsecs\n", r"experiments.bad.warmup: cannot read duration '5 parsecs'"),
     ],
 )
 def test_bad_fields_name_file_line_field_and_allowed(tmp_path, snippet, expected):
-    text = "experiments:\n  bad:\n    topology: two-path\n    paths: [wlan, 3g]\n    workload: {type: bulk, bytes: 1MiB}\n" + snippet
+    text = (
+        "experiments:\n  bad:\n    topology: two-path\n    paths: [wlan, 3g]\n    workload: {type: bulk, bytes: 1MiB}\n"
+        + snippet
+    )
     with pytest.raises(SpecError, match=expected):
         Catalog.load(campaign(tmp_path, text)).expand("bad")
 
@@ -94,12 +114,22 @@ def test_missing_topology_unknown_profile_and_workload(tmp_path):
     base = "experiments:\n  bad:\n    paths: [wlan, 3g]\n    workload: {type: bulk, bytes: 1MiB}\n"
     with pytest.raises(SpecError, match="experiments.bad.topology: Field required"):
         Catalog.load(campaign(tmp_path, base)).expand("bad")
-    with pytest.raises(SpecError, match="unknown topology 'ring'; allowed: shifting, two-path, two-path-shared"):
+    with pytest.raises(
+        SpecError, match="unknown topology 'ring'; allowed: shifting, two-path, two-path-shared"
+    ):
         Catalog.load(campaign(tmp_path, base + "    topology: ring\n")).expand("bad")
-    with pytest.raises(SpecError, match=r"experiments.bad.paths.1: unknown link profile '5g'; allowed: 3g"):
-        Catalog.load(campaign(tmp_path, base.replace("[wlan, 3g]", "[wlan, 5g]") + "    topology: two-path\n")).expand("bad")
+    with pytest.raises(
+        SpecError, match=r"experiments.bad.paths.1: unknown link profile '5g'; allowed: 3g"
+    ):
+        Catalog.load(
+            campaign(
+                tmp_path, base.replace("[wlan, 3g]", "[wlan, 5g]") + "    topology: two-path\n"
+            )
+        ).expand("bad")
     with pytest.raises(SpecError, match="has 2 path\\(s\\), 1 profile"):
-        Catalog.load(campaign(tmp_path, base.replace("[wlan, 3g]", "[wlan]") + "    topology: two-path\n")).expand("bad")
+        Catalog.load(
+            campaign(tmp_path, base.replace("[wlan, 3g]", "[wlan]") + "    topology: two-path\n")
+        ).expand("bad")
     wrong = base.replace("type: bulk", "type: torrent") + "    topology: two-path\n"
     with pytest.raises(SpecError, match="unknown workload type 'torrent'; allowed: .*bulk"):
         Catalog.load(campaign(tmp_path, wrong)).expand("bad")
@@ -115,7 +145,13 @@ def test_bad_yaml_and_bad_matrix_key(tmp_path):
 
 def test_every_shipped_experiment_validates():
     cat = Catalog.load()
-    assert {"blest-3g-wlan", "blest-wlan-wlan", "kubde-wifi-lte", "kubde-wifi-eth", "kubde-wifi-wifi"} <= set(cat.names())
+    assert {
+        "blest-3g-wlan",
+        "blest-wlan-wlan",
+        "kubde-wifi-lte",
+        "kubde-wifi-eth",
+        "kubde-wifi-wifi",
+    } <= set(cat.names())
     for name in cat.names():
         assert cat.expand(name)
     assert "blest" in known_schedulers() and "default" in known_schedulers()

@@ -4,7 +4,6 @@ Built with the real planner/builder (two-path topology) inside the booted
 kernel; the bottleneck profiles here are set per test.
 """
 
-import json
 import math
 
 import pytest
@@ -33,10 +32,14 @@ def run(guest, profile: dict, body: str, timeout=180):
 
 
 def test_ping_rtt_matches_the_configured_delays(guest):
-    r = run(guest, {"rate": "25mbit", "delay": "12.5ms", "queue": "100 packets"}, """
+    r = run(
+        guest,
+        {"rate": "25mbit", "delay": "12.5ms", "queue": "100 packets"},
+        """
 out = net.run("client", "ping", "-c", "30", "-i", "0.05", "-s", "56", server1)
 RESULT["ping"] = out
-""")
+""",
+    )
     summary = [line for line in r["ping"].splitlines() if "min/avg/max" in line][0]
     rtt_min = float(summary.split("=")[1].split("/")[0])
     assert abs(rtt_min - 25.0) <= 0.5, summary  # 12.5 ms each way on the bottleneck
@@ -44,13 +47,17 @@ RESULT["ping"] = out
 
 def test_single_path_goodput_matches_the_configured_rate(guest):
     rate = 20.0
-    r = run(guest, {"rate": f"{rate}mbit", "delay": "10ms", "queue": "1 bdp"}, """
+    r = run(
+        guest,
+        {"rate": f"{rate}mbit", "delay": "10ms", "queue": "1 bdp"},
+        """
 srv = net.popen("server", ["iperf3", "-s", "-1"], stdout=subprocess.DEVNULL)
 import time; time.sleep(0.3)
 out = net.run("client", "iperf3", "-c", server1, "-t", "8", "-O", "2", "-J")
 srv.wait(timeout=20)
 RESULT["iperf"] = json.loads(out)
-""")
+""",
+    )
     goodput = r["iperf"]["end"]["sum_received"]["bits_per_second"] / 1e6
     # a 1500-byte packet carries 1448 bytes of TCP payload (timestamps) in a 1514-byte frame
     expected = rate * 1448 / 1514
@@ -60,11 +67,20 @@ RESULT["iperf"] = json.loads(out)
 def test_random_loss_is_observed_within_a_binomial_tolerance(guest):
     loss = 5.0
     n = 1000
-    r = run(guest, {"rate": "25mbit", "delay": "1ms", "loss": f"{loss}%", "queue": "100 packets",
-                    "reverse": {"loss": 0}}, f"""
+    r = run(
+        guest,
+        {
+            "rate": "25mbit",
+            "delay": "1ms",
+            "loss": f"{loss}%",
+            "queue": "100 packets",
+            "reverse": {"loss": 0},
+        },
+        f"""
 out = net.run("client", "ping", "-c", "{n}", "-i", "0.005", "-q", server1, check=False)
 RESULT["ping"] = out
-""")
+""",
+    )
     line = [ln for ln in r["ping"].splitlines() if "packet loss" in ln][0]
     sent, received = int(line.split()[0]), int(line.split()[3])
     lost = sent - received
