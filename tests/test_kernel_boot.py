@@ -11,7 +11,12 @@ pytestmark = pytest.mark.kernel
 
 
 def test_ok_run_writes_logs_and_sees_a_readonly_root(kernel, tmp_path):
-    r = run_script(kernel, tmp_path, "echo hello > $MPTLAB_RUN_DIR/out; touch /root-is-ro 2>&1; uname -r\n", timeout=60)
+    r = run_script(
+        kernel,
+        tmp_path,
+        "echo hello > $MPTLAB_RUN_DIR/out; touch /root-is-ro 2>&1; uname -r\n",
+        timeout=60,
+    )
     assert r.status == "ok", r.reason
     assert (tmp_path / "out").read_text() == "hello\n"
     log = r.guest_log.read_text()
@@ -27,7 +32,9 @@ def test_nonzero_exit_is_reported(kernel, tmp_path):
 def test_hung_guest_is_killed_at_its_timeout(kernel, tmp_path):
     r = run_script(kernel, tmp_path, "sleep 600\n", timeout=3)
     assert r.status == "timeout"
-    leftover = subprocess.run(["pgrep", "-f", f"MPTLAB_RUN_DIR={tmp_path}"], capture_output=True, text=True)
+    leftover = subprocess.run(
+        ["pgrep", "-f", f"MPTLAB_RUN_DIR={tmp_path}"], capture_output=True, text=True
+    )
     assert leftover.stdout.strip() == ""
 
 

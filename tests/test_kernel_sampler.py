@@ -38,7 +38,9 @@ def test_sampler_sees_subflows_and_the_ofo_queue(guest):
     )
     subflows = list(csv.DictReader(io.StringIO(r["subflows"])))
     conns = list(csv.DictReader(io.StringIO(r["mptcp"])))
-    data_subflows = {(s["saddr"], s["sport"]) for s in subflows if int(s["bytes_received"] or 0) > 10_000}
+    data_subflows = {
+        (s["saddr"], s["sport"]) for s in subflows if int(s["bytes_received"] or 0) > 10_000
+    }
     assert len(data_subflows) == 2, data_subflows  # one subflow per path carried the download
     assert all(int(s["srtt_us"]) > 0 and int(s["cwnd"]) > 0 for s in subflows if s["state"] == "1")
     receiving = [c for c in conns if int(c["bytes_received"]) > 1_000_000]

@@ -72,8 +72,10 @@ def share(stats, path):
 
 
 def test_roundrobin_splits_identical_paths_evenly(guest):
-    r = guest(TRANSFER + "RESULT['rr'] = transfer('roundrobin', ['wlan', 'wlan'], 24 * 1024 * 1024)\n",
-              timeout=180)
+    r = guest(
+        TRANSFER + "RESULT['rr'] = transfer('roundrobin', ['wlan', 'wlan'], 24 * 1024 * 1024)\n",
+        timeout=180,
+    )
     stats = r["rr"]
     assert set(stats) == {"wlan", "wlan'", "acked"}, stats
     assert 0.45 <= share(stats, "wlan") <= 0.55, stats
@@ -81,8 +83,9 @@ def test_roundrobin_splits_identical_paths_evenly(guest):
 
 def test_redundant_sends_every_byte_on_every_subflow(guest):
     n = 6 * MB
-    r = guest(TRANSFER + f"RESULT['red'] = transfer('redundant', ['3g-q100', 'wlan'], {n})\n",
-              timeout=180)
+    r = guest(
+        TRANSFER + f"RESULT['red'] = transfer('redundant', ['3g-q100', 'wlan'], {n})\n", timeout=180
+    )
     stats = r["red"]
     assert set(stats) == {"3g-q100", "wlan", "acked"}, stats
     assert stats["acked"] >= n / 2, stats

@@ -18,14 +18,18 @@ import pytest
 
 pytestmark = pytest.mark.kernel
 
-CASE = re.compile(r"^(?P<name>\S.*?)\s*(?:\d*\s*max \d+|transfer slower.*?)\s+\[ ?(?P<status>OK|fail) ?\]")
+CASE = re.compile(
+    r"^(?P<name>\S.*?)\s*(?:\d*\s*max \d+|transfer slower.*?)\s+\[ ?(?P<status>OK|fail) ?\]"
+)
 
 
 def copy_selftests(kernel) -> str:
     """Guest code that copies the built selftests into the (writable) run dir."""
     src = kernel.dir / "selftests"
     assert src.is_dir(), f"{src} missing: run `make kernel`"
-    return f"import shutil, subprocess\nd = RUN_DIR / 'selftests'\nshutil.copytree({str(src)!r}, d)\n"
+    return (
+        f"import shutil, subprocess\nd = RUN_DIR / 'selftests'\nshutil.copytree({str(src)!r}, d)\n"
+    )
 
 
 def test_mptcp_connect_sh_passes(guest, kernel):

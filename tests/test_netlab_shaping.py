@@ -12,11 +12,15 @@ def joined(cmds):
 
 def test_delay_only_link_is_a_single_netem_that_never_drops():
     cmds = joined(shape_commands("a-eth0", Shape(delay_ms=12.5), rtt_ms=25))
-    assert cmds == [f"tc qdisc replace dev a-eth0 root handle 1: netem limit {NETEM_LIMIT} delay 12.5ms"]
+    assert cmds == [
+        f"tc qdisc replace dev a-eth0 root handle 1: netem limit {NETEM_LIMIT} delay 12.5ms"
+    ]
 
 
 def test_rate_limited_link_separates_delay_line_and_bottleneck_queue():
-    cmds = joined(shape_commands("a-eth0", Shape(rate_mbit=25, delay_ms=12.5, queue=Queue(packets=100)), 25))
+    cmds = joined(
+        shape_commands("a-eth0", Shape(rate_mbit=25, delay_ms=12.5, queue=Queue(packets=100)), 25)
+    )
     assert len(cmds) == 3
     assert "netem" in cmds[0] and "delay 12.5ms" in cmds[0]
     assert "parent 1:1 handle 10: tbf rate 25mbit" in cmds[1]
@@ -40,9 +44,15 @@ def test_loss_models_and_jitter():
     assert "loss gemodel 1% 25% 100% 0%" in cmd
 
 
-@pytest.mark.parametrize("qdisc,leaf", [("codel", "codel limit"), ("fq_codel", "fq_codel limit"), ("red", "red limit")])
+@pytest.mark.parametrize(
+    "qdisc,leaf", [("codel", "codel limit"), ("fq_codel", "fq_codel limit"), ("red", "red limit")]
+)
 def test_aqm_disciplines(qdisc, leaf):
-    cmds = joined(shape_commands("d", Shape(rate_mbit=10, delay_ms=5, qdisc=qdisc, queue=Queue(packets=50)), 10))
+    cmds = joined(
+        shape_commands(
+            "d", Shape(rate_mbit=10, delay_ms=5, qdisc=qdisc, queue=Queue(packets=50)), 10
+        )
+    )
     assert leaf in cmds[-1]
 
 

@@ -15,7 +15,10 @@ def test_every_link_gets_its_own_subnet_and_path_slots_take_profiles():
     assert len(subnets) == len(p.links)
     bottlenecks = {ln.label: ln for ln in p.links if ln.label}
     assert bottlenecks["path1"].a_to_b.rate_mbit == 25 and bottlenecks["path1"].a_to_b.loss_pct == 1
-    assert bottlenecks["path2"].a_to_b.rate_mbit == 5 and bottlenecks["path2"].a_to_b.queue.packets == 3750
+    assert (
+        bottlenecks["path2"].a_to_b.rate_mbit == 5
+        and bottlenecks["path2"].a_to_b.queue.packets == 3750
+    )
     assert all(ln.a_to_b is None for ln in p.links if not ln.label)
 
 
@@ -44,7 +47,9 @@ def test_single_homed_server_is_reached_from_every_client_address():
     server = dict(p.routes["server"])
     gw = {(ln.a, ln.b): (ln.a_addr.split("/")[0], ln.b_addr.split("/")[0]) for ln in p.links}
     assert server[f"{c1}/32"] == server[f"{c2}/32"] == gw[("rs", "server")][0]
-    assert dict(p.routes["rb"])[f"{c2}/32"] == gw[("r2c", "rb")][0]  # via the client's second access
+    assert (
+        dict(p.routes["rb"])[f"{c2}/32"] == gw[("r2c", "rb")][0]
+    )  # via the client's second access
 
 
 def test_multihomed_hosts_get_a_table_per_address():

@@ -84,7 +84,9 @@ def run(ctx) -> dict:
     ctx.mark("workload_start")
     client_cmd = command(ctx, dest, bind)
     ctx.log("workload: " + " ".join(client_cmd))
-    proc = ctx.net.popen(ctx.client, client_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = ctx.net.popen(
+        ctx.client, client_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     out, err = proc.communicate()
     ctx.mark("workload_end")
     try:
@@ -95,7 +97,12 @@ def run(ctx) -> dict:
     (ctx.trace_dir / "iperf3-client.json").write_text(out)
     if proc.returncode != 0:
         raise RuntimeError(f"iperf3 client failed ({proc.returncode}): {err.strip() or out[-500:]}")
-    return metrics(json.loads(out), ctx.config.warmup / 1000)
+    # goodput is what the receiver saw: the client downloads, the server receives uploads
+    if ctx.workload.direction == "download":
+        report = json.loads(out)
+    else:
+        report = json.loads((ctx.trace_dir / "iperf3-server.json").read_text())
+    return metrics(report, ctx.config.warmup / 1000)
 
 
 def metrics(report: dict, warmup_s: float) -> dict:
