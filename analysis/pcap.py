@@ -1,0 +1,1022 @@
+"""An MPTCP-aware packet trace reader, vectorised with numpy.
+
+    pk = read("client-eth0.pcap")                  # Packets: one numpy array per field
+    res = analyze({"client": [pk0, pk1], "server": [...]},
+                  client_addrs=["10.0.0.1", "10.0.5.1"])
+    res.subflows, res.connections, res.ofo        # pandas DataFrames
+
+Reading: the file is memory-mapped; the only per-packet Python work is the
+walk along the record headers (pcap) or blocks (pcapng) that finds where each
+packet starts.  Everything else (link, IPv4 and TCP headers, the TCP option
+list, MPTCP MP_CAPABLE / MP_JOIN / DSS options) is decoded with numpy over
+chunks of up to a million packets, from a fixed window of each packet's first
+bytes gathered into a 2-D array.  Only IPv4/TCP packets are kept.
+
+Analysis (:func:`analyze`):
+
+- subflows are grouped into MPTCP connections by the MP_CAPABLE keys and the
+  MP_JOIN tokens (SHA-1 of the keys, RFC 8684), falling back to overlapping
+  data sequence numbers when the handshake was not captured;
+- each data segment gets its data sequence number from its DSS mapping
+  (``dsn + (subflow_seq - ssn)``), also for segments that carry no DSS option
+  but fall inside the subflow's last mapping;
+- per subflow and capture host: packets, payload bytes on the wire, unique
+  subflow bytes (the sequence space covered), TCP retransmissions (segments
+  below the highest sequence already sent), and MPTCP reinjections (data
+  bytes already carried by an earlier *first* transmission under another
+  subflow mapping; redundant copies count as reinjections too);
+- at the receiver (the capture host that owns the destination address): the
+  subflow-level in-order time of each byte (TCP reassembly), then the
+  MPTCP-level in-order time (data reassembly); a byte sits in the MPTCP
+  out-of-order queue from the first time it is in order on its subflow until
+  the data level is contiguous up to it.  Bytes the capture missed are
+  taken as arrived when the receiver's (data) ACK covered them.  This gives
+  the OFO queue occupancy over time and each byte's head-of-line delay.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import mmap
+import struct
+from array import array
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+# link types
+LINKTYPE_NULL = 0
+LINKTYPE_ETHERNET = 1
+LINKTYPE_RAW = 101
+LINKTYPE_LINUX_SLL = 113
+LINKTYPE_IPV4 = 228
+LINKTYPE_LINUX_SLL2 = 276
+_L3_OFFSET = {LINKTYPE_NULL: 4, LINKTYPE_ETHERNET: 14, LINKTYPE_RAW: 0, LINKTYPE_IPV4: 0,
+              LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}  # fmt: skip
+
+# TCP flags
+FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
+
+# MPTCP option subtypes and DSS flags (RFC 8684)
+MP_CAPABLE, MP_JOIN, DSS = 0, 1, 2
+DSS_A, DSS_a, DSS_M, DSS_m, DSS_F = 0x01, 0x02, 0x04, 0x08, 0x10
+
+CHUNK = 1 << 20  # packets decoded at once
+WINDOW = 18 + 60 + 60  # bytes per packet gathered: link (<=18) + IPv4 (<=60) + TCP (<=60)
+U32 = 1 << 32
+
+
+class PcapError(ValueError):
+    """A file that is not a readable pcap/pcapng capture."""
+
+
+FIELDS = {
+    "ts": np.float64,  # epoch seconds
+    "src": np.uint32,  # IPv4 addresses as integers
+    "dst": np.uint32,
+    "sport": np.uint16,
+    "dport": np.uint16,
+    "seq": np.uint32,
+    "ack": np.uint32,
+    "flags": np.uint8,
+    "win": np.uint16,
+    "paylen": np.int64,  # TCP payload bytes (from the IP total length, not the snap length)
+    "mp_sub": np.int8,  # subtype of the MP_CAPABLE/MP_JOIN option, -1 for none
+    "mp_ver": np.uint8,  # MP_CAPABLE version (0 or 1)
+    "dss": np.uint8,  # DSS flags (0: no DSS option)
+    "dack": np.uint64,  # data ACK (if dss & DSS_A; 32-bit if not dss & DSS_a)
+    "dsn": np.uint64,  # mapping's data sequence number (if dss & DSS_M; 32-bit if not DSS_m)
+    "ssn": np.uint32,  # mapping's relative subflow sequence number
+    "dlen": np.uint16,  # mapping's data-level length
+    "key_a": np.uint64,  # MP_CAPABLE sender's key (0: absent)
+    "key_b": np.uint64,  # MP_CAPABLE receiver's key (0: absent)
+    "token": np.uint32,  # MP_JOIN SYN: the receiver's token (0: absent)
+}
+
+
+@dataclass
+class Packets:
+    """IPv4/TCP packets as a struct of numpy arrays (see ``FIELDS``)."""
+
+    cols: dict[str, np.ndarray]
+    total: int = 0  # records in the file(s), TCP or not
+    skipped: int = 0  # records that were not IPv4/TCP or were cut short
+    source: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.cols["ts"])
+
+    def __getattr__(self, name: str) -> np.ndarray:
+        try:
+            return self.cols[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    @staticmethod
+    def empty() -> Packets:
+        return Packets({k: np.zeros(0, t) for k, t in FIELDS.items()})
+
+    @staticmethod
+    def concat(parts: list[Packets], sort: bool = True) -> Packets:
+        """Packets of several captures (e.g. a host's interfaces) in time order."""
+        if not parts:
+            return Packets.empty()
+        cols = {k: np.concatenate([p.cols[k] for p in parts]) for k in FIELDS}
+        if sort and len(parts) > 1:
+            order = np.argsort(cols["ts"], kind="stable")
+            cols = {k: v[order] for k, v in cols.items()}
+        return Packets(cols, sum(p.total for p in parts), sum(p.skipped for p in parts),
+                       [s for p in parts for s in p.source])  # fmt: skip
+
+    def select(self, mask: np.ndarray) -> Packets:
+        return Packets(
+            {k: v[mask] for k, v in self.cols.items()}, self.total, self.skipped, self.source
+        )
+
+    def frame(self) -> pd.DataFrame:
+        df = pd.DataFrame(self.cols)
+        df["src"] = [ip_str(x) for x in df["src"]] if len(df) < 100_000 else df["src"]
+        df["dst"] = [ip_str(x) for x in df["dst"]] if len(df) < 100_000 else df["dst"]
+        return df
+
+
+def ip_int(addr: str) -> int:
+    a, b, c, d = (int(x) for x in addr.split("."))
+    return (a << 24) | (b << 16) | (c << 8) | d
+
+
+def ip_str(x: int) -> str:
+    x = int(x)
+    return f"{x >> 24}.{(x >> 16) & 255}.{(x >> 8) & 255}.{x & 255}"
+
+
+# --------------------------------------------------------------------- reading
+def _walk_pcap(buf, start: int, endian: str) -> np.ndarray:
+    """Offsets of the record headers of a pcap file (the one sequential step)."""
+    unpack = struct.Struct(endian + "I").unpack_from
+    offs = array("q")
+    append = offs.append
+    off, end = start, len(buf) - 16
+    while off <= end:
+        (incl,) = unpack(buf, off + 8)
+        append(off)
+        off += 16 + incl
+    out = np.frombuffer(offs, dtype=np.int64) if len(offs) else np.zeros(0, np.int64)
+    # a record cut short by the end of the file (capture still running) is dropped
+    if len(out):
+        last_incl = struct.unpack_from(endian + "I", buf, int(out[-1]) + 8)[0]
+        if out[-1] + 16 + last_incl > len(buf):
+            out = out[:-1]
+    return out
+
+
+def _walk_pcapng(buf, path: str):
+    """Enhanced packet blocks of a pcapng file: (offsets, interface ids, per-interface
+    (linktype, seconds per tick), byte order per packet)."""
+    offs = array("q")
+    ifaces = array("l")
+    iface_info: list[tuple[int, float]] = []
+    base = 0  # index of this section's first interface in iface_info
+    off, n = 0, len(buf)
+    endian = "<"
+    while off + 12 <= n:
+        btype = struct.unpack_from(endian + "I", buf, off)[0]
+        if btype == 0x0A0D0D0A:  # section header: byte order may change
+            magic = buf[off + 8 : off + 12]
+            if magic == b"\x4d\x3c\x2b\x1a":
+                endian = "<"
+            elif magic == b"\x1a\x2b\x3c\x4d":
+                endian = ">"
+            else:
+                raise PcapError(
+                    f"{path}: pcapng section header at byte {off} has a bad byte-order magic"
+                )
+            base = len(iface_info)
+        blen = struct.unpack_from(endian + "I", buf, off + 4)[0]
+        if blen < 12 or blen % 4:
+            raise PcapError(f"{path}: pcapng block at byte {off} has an invalid length {blen}")
+        if off + blen > n:
+            break  # cut short
+        if btype == 1:  # interface description
+            linktype = struct.unpack_from(endian + "H", buf, off + 8)[0]
+            resol = 1e-6
+            p = off + 16
+            while p + 4 <= off + blen - 4:
+                code, olen = struct.unpack_from(endian + "HH", buf, p)
+                if code == 0:
+                    break
+                if code == 9 and olen >= 1:  # if_tsresol
+                    v = buf[p + 4]
+                    resol = 2.0 ** -(v & 0x7F) if v & 0x80 else 10.0**-v
+                p += 4 + (olen + 3) // 4 * 4
+            iface_info.append((linktype, resol))
+        elif btype == 6:  # enhanced packet
+            offs.append(off)
+            ifaces.append(base + struct.unpack_from(endian + "I", buf, off + 8)[0])
+        off += blen
+    if endian == ">":
+        raise PcapError(f"{path}: big-endian pcapng is not supported")
+    return (np.frombuffer(offs, np.int64) if len(offs) else np.zeros(0, np.int64),
+            np.frombuffer(ifaces, np.int32) if len(ifaces) else np.zeros(0, np.int32),
+            iface_info)  # fmt: skip
+
+
+def _be(cols: np.ndarray) -> np.ndarray:
+    """Big-endian unsigned integers from a (n, k) uint8 array."""
+    out = np.zeros(len(cols), np.uint64)
+    for j in range(cols.shape[1]):
+        out = (out << np.uint64(8)) | cols[:, j].astype(np.uint64)
+    return out
+
+
+def _le(cols: np.ndarray) -> np.ndarray:
+    return _be(cols[:, ::-1])
+
+
+def _gather(data: np.ndarray, rows_start: np.ndarray, width: int) -> np.ndarray:
+    idx = rows_start[:, None] + np.arange(width, dtype=np.int64)
+    np.minimum(idx, len(data) - 1, out=idx)
+    return data[idx]
+
+
+def _take(mat: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
+    """``mat[i, pos[i] : pos[i] + width]`` for every row (clipped to the row)."""
+    idx = pos[:, None].astype(np.int64) + np.arange(width)
+    np.clip(idx, 0, mat.shape[1] - 1, out=idx)
+    return np.take_along_axis(mat, idx, axis=1)
+
+
+def read(path: str | Path) -> Packets:
+    """The IPv4/TCP packets of a pcap or pcapng file."""
+    path = Path(path)
+    try:
+        f = open(path, "rb")  # noqa: SIM115
+    except OSError as exc:
+        raise PcapError(f"{path}: cannot open: {exc.strerror}") from None
+    with f:
+        size = path.stat().st_size
+        if size == 0:
+            return Packets(Packets.empty().cols, source=[str(path)])
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            return _read_buf(buf, str(path))
+        finally:
+            # arrays of a failed read may still point into it; then GC closes it
+            with contextlib.suppress(BufferError):
+                buf.close()
+
+
+def _read_buf(buf, path: str) -> Packets:
+    data = np.frombuffer(buf, dtype=np.uint8)
+    if len(buf) < 24 and buf[:4] != b"\x0a\x0d\x0d\x0a":
+        raise PcapError(f"{path}: too short for a pcap header ({len(buf)} bytes)")
+    magic = bytes(buf[:4])
+    if magic in (
+        b"\xd4\xc3\xb2\xa1",
+        b"\x4d\x3c\xb2\xa1",
+        b"\xa1\xb2\xc3\xd4",
+        b"\xa1\xb2\x3c\x4d",
+    ):
+        endian = "<" if magic[0] in (0xD4, 0x4D) else ">"
+        nano = magic in (b"\x4d\x3c\xb2\xa1", b"\xa1\xb2\x3c\x4d")
+        linktype = struct.unpack_from(endian + "I", buf, 20)[0] & 0x0FFFFFFF
+        rec = _walk_pcap(buf, 24, endian)
+        hdr = _gather(data, rec, 16)
+        conv = _le if endian == "<" else _be
+        sec = conv(hdr[:, 0:4]).astype(np.float64)
+        frac = conv(hdr[:, 4:8]).astype(np.float64)
+        ts = sec + frac * (1e-9 if nano else 1e-6)
+        caplen = conv(hdr[:, 8:12]).astype(np.int64)
+        start = rec + 16
+        linktypes = np.full(len(rec), linktype, np.int64)
+    elif magic == b"\x0a\x0d\x0d\x0a":
+        blk, iface, info = _walk_pcapng(buf, path)
+        if len(blk) and (iface.max() >= len(info)):
+            raise PcapError(
+                f"{path}: packet block names interface {iface.max()} that was never described"
+            )
+        hdr = _gather(data, blk, 28)
+        hi = _le(hdr[:, 12:16])
+        lo = _le(hdr[:, 16:20])
+        ticks = (hi << np.uint64(32)) | lo
+        resol = np.array([r for _, r in info] or [1e-6])[iface]
+        # seconds + fraction, keeping precision for nanosecond clocks
+        per_sec = np.round(1.0 / resol).astype(np.uint64)
+        ts = (ticks // per_sec).astype(np.float64) + (ticks % per_sec).astype(np.float64) * resol
+        caplen = _le(hdr[:, 20:24]).astype(np.int64)
+        start = blk + 28
+        linktypes = np.array([lt for lt, _ in info] or [1], np.int64)[iface]
+    else:
+        raise PcapError(f"{path}: not a pcap or pcapng file (magic {magic.hex()}); "
+                        "allowed: pcap (tcpdump -w) or pcapng")  # fmt: skip
+    parts = []
+    for i in range(0, len(start), CHUNK):
+        sl = slice(i, i + CHUNK)
+        parts.append(_decode(data, start[sl], caplen[sl], ts[sl], linktypes[sl]))
+    pk = Packets.concat(parts, sort=False) if parts else Packets.empty()
+    pk.total = len(start)
+    pk.skipped = len(start) - len(pk)
+    pk.source = [path]
+    return pk
+
+
+def _decode(data, start, caplen, ts, linktypes) -> Packets:
+    n = len(start)
+    P = _gather(data, start, WINDOW)
+    # mask out bytes past the captured length (they belong to the next record)
+    P[np.arange(WINDOW)[None, :] >= caplen[:, None]] = 0
+    l3 = np.full(n, -1, np.int64)
+    for lt, off in _L3_OFFSET.items():
+        l3[linktypes == lt] = off
+    eth = linktypes == LINKTYPE_ETHERNET
+    if eth.any():
+        etype = (P[:, 12].astype(np.int64) << 8) | P[:, 13]
+        vlan = eth & (etype == 0x8100)
+        etype = np.where(vlan, (P[:, 16].astype(np.int64) << 8) | P[:, 17], etype)
+        l3 = np.where(vlan, 18, l3)
+        l3 = np.where(eth & (etype != 0x0800), -1, l3)
+    sll = linktypes == LINKTYPE_LINUX_SLL
+    if sll.any():
+        proto = (P[:, 14].astype(np.int64) << 8) | P[:, 15]
+        l3 = np.where(sll & (proto != 0x0800), -1, l3)
+    sll2 = linktypes == LINKTYPE_LINUX_SLL2
+    if sll2.any():
+        proto = (P[:, 0].astype(np.int64) << 8) | P[:, 1]
+        l3 = np.where(sll2 & (proto != 0x0800), -1, l3)
+    ok = l3 >= 0
+    pos3 = np.where(ok, l3, 0)
+    IP = _take(P, pos3, 20)
+    ihl = (IP[:, 0] & 0x0F).astype(np.int64) * 4
+    ok &= ((IP[:, 0] >> 4) == 4) & (ihl >= 20) & (IP[:, 9] == 6)
+    frag_off = ((IP[:, 6].astype(np.int64) & 0x1F) << 8) | IP[:, 7]
+    ok &= frag_off == 0
+    pos4 = pos3 + ihl
+    ok &= caplen >= pos4 + 20
+    keep = np.nonzero(ok)[0]
+    P, IP, pos4, caplen = P[keep], IP[keep], pos4[keep], caplen[keep]
+    T = _take(P, pos4, 60)
+    doff = (T[:, 12] >> 4).astype(np.int64) * 4
+    iplen = (IP[:, 2].astype(np.int64) << 8) | IP[:, 3]
+    m = len(keep)
+    cols = {
+        "ts": ts[keep],
+        "src": _be(IP[:, 12:16]).astype(np.uint32),
+        "dst": _be(IP[:, 16:20]).astype(np.uint32),
+        "sport": _be(T[:, 0:2]).astype(np.uint16),
+        "dport": _be(T[:, 2:4]).astype(np.uint16),
+        "seq": _be(T[:, 4:8]).astype(np.uint32),
+        "ack": _be(T[:, 8:12]).astype(np.uint32),
+        "flags": T[:, 13].copy(),
+        "win": _be(T[:, 14:16]).astype(np.uint16),
+        "paylen": np.maximum(iplen - ihl[keep] - doff, 0),
+    }
+    for k in ("mp_sub", "mp_ver", "dss", "dack", "dsn", "ssn", "dlen", "key_a", "key_b", "token"):
+        cols[k] = np.zeros(m, FIELDS[k])
+    cols["mp_sub"][:] = -1
+    # ---- TCP options: walk all packets' option lists in lock-step
+    avail = np.minimum(doff, caplen - pos4)  # option bytes actually captured
+    rows = np.nonzero(doff > 20)[0]
+    cur = np.full(len(rows), 20, np.int64)
+    end = avail[rows]
+    dss_pos = np.full(m, -1, np.int64)
+    mpc_pos = np.full(m, -1, np.int64)
+    for _ in range(40):
+        active = cur < end
+        if not active.any():
+            break
+        rows, cur, end = rows[active], cur[active], end[active]
+        kind = T[rows, np.minimum(cur, 59)]
+        olen = T[rows, np.minimum(cur + 1, 59)].astype(np.int64)
+        eol = kind == 0
+        nop = kind == 1
+        bad = ~nop & ~eol & ((olen < 2) | (cur + olen > end))
+        mp = (kind == 30) & ~bad
+        if mp.any():
+            r, c = rows[mp], cur[mp]
+            sub = T[r, np.minimum(c + 2, 59)] >> 4
+            d = sub == DSS
+            dss_pos[r[d]] = c[d]
+            j = (sub == MP_CAPABLE) | (sub == MP_JOIN)
+            mpc_pos[r[j]] = c[j]
+        step = np.where(nop, 1, olen)
+        cur = np.where(eol | bad, end, cur + step)
+    # ---- DSS
+    r = np.nonzero(dss_pos >= 0)[0]
+    if len(r):
+        D = _take(T[r], dss_pos[r], 28)
+        fl = D[:, 3] & 0x1F
+        a_present = (fl & DSS_A) != 0
+        a8 = (fl & DSS_a) != 0
+        m_present = (fl & DSS_M) != 0
+        m8 = (fl & DSS_m) != 0
+        dack = np.where(a8, _be(D[:, 4:12]), _be(D[:, 4:8]))
+        p = 4 + np.where(a_present, np.where(a8, 8, 4), 0)
+        X = _take(D, p, 16)
+        dsn = np.where(m8, _be(X[:, 0:8]), _be(X[:, 0:4]))
+        q = np.where(m8, 8, 4)
+        Y = _take(X, q, 6)
+        cols["dss"][r] = fl
+        cols["dack"][r] = np.where(a_present, dack, 0)
+        cols["dsn"][r] = np.where(m_present, dsn, 0)
+        cols["ssn"][r] = np.where(m_present, _be(Y[:, 0:4]), 0).astype(np.uint32)
+        cols["dlen"][r] = np.where(m_present, _be(Y[:, 4:6]), 0).astype(np.uint16)
+    # ---- MP_CAPABLE / MP_JOIN
+    r = np.nonzero(mpc_pos >= 0)[0]
+    if len(r):
+        D = _take(T[r], mpc_pos[r], 24)
+        olen = D[:, 1].astype(np.int64)
+        sub = (D[:, 2] >> 4).astype(np.int8)
+        cols["mp_sub"][r] = sub
+        cols["mp_ver"][r] = np.where(sub == MP_CAPABLE, D[:, 2] & 0x0F, 0)
+        cap = sub == MP_CAPABLE
+        cols["key_a"][r] = np.where(cap & (olen >= 12), _be(D[:, 4:12]), 0)
+        cols["key_b"][r] = np.where(cap & (olen >= 20), _be(D[:, 12:20]), 0)
+        syn = (cols["flags"][r] & (SYN | ACK)) == SYN
+        cols["token"][r] = np.where(
+            (sub == MP_JOIN) & syn & (olen >= 12), _be(D[:, 4:8]), 0
+        ).astype(np.uint32)
+        # MPTCP v1: data on the third ACK carries MP_CAPABLE with a data-level length
+        # instead of a DSS; its mapping starts at IDSN + 1 and subflow sequence 1
+        with_data = np.nonzero(
+            cap & (olen >= 22) & (cols["paylen"][r] > 0) & (cols["dss"][r] == 0)
+        )[0]
+        for j in with_data:
+            i = r[j]
+            cols["dss"][i] = DSS_M | DSS_m
+            idsn = key_idsn(int(cols["key_a"][i]), int(cols["mp_ver"][i]))
+            cols["dsn"][i] = (idsn + 1) % (1 << 64)
+            cols["ssn"][i] = 1
+            cols["dlen"][i] = (int(D[j, 20]) << 8) | int(D[j, 21])
+    return Packets(cols)
+
+
+# ------------------------------------------------------------------- analysis
+def _digest(key: int, version: int) -> bytes:
+    data = int(key).to_bytes(8, "big")
+    return hashlib.sha1(data).digest() if version == 0 else hashlib.sha256(data).digest()
+
+
+def key_token(key: int, version: int = 1) -> int:
+    """The 32-bit token of an MPTCP key: the most significant 32 bits of its hash
+    (SHA-256 for MPTCP v1, RFC 8684; SHA-1 for v0, RFC 6824)."""
+    return int.from_bytes(_digest(key, version)[:4], "big")
+
+
+def key_idsn(key: int, version: int = 1) -> int:
+    """The initial data sequence number of an MPTCP key (least significant 64 bits of its hash)."""
+    return int.from_bytes(_digest(key, version)[-8:], "big")
+
+
+def _unwrap32(x: np.ndarray) -> np.ndarray:
+    """32-bit sequence numbers (in time order) as monotone-ish 64-bit integers."""
+    x = x.astype(np.int64)
+    if len(x) < 2:
+        return x
+    d = np.diff(x)
+    step = (d < -(1 << 31)).astype(np.int64) - (d > (1 << 31)).astype(np.int64)
+    return x + np.concatenate([[0], np.cumsum(step)]) * U32
+
+
+def _expand32(vals: np.ndarray, is64: np.ndarray) -> np.ndarray:
+    """Expand 32-bit values to 64 bits next to the last 64-bit value seen (time order)."""
+    vals = vals.astype(np.uint64)
+    if is64.all() or not is64.any():
+        return vals
+    idx = np.where(is64, np.arange(len(vals)), -1)
+    idx = np.maximum.accumulate(idx)
+    idx = np.where(idx < 0, np.argmax(is64), idx)
+    ref = vals[idx].astype(np.int64).astype(np.float64)  # only the high part matters
+    refi = vals[idx]
+    cand = (refi & np.uint64(0xFFFFFFFF00000000)) | (vals & np.uint64(0xFFFFFFFF))
+    c = cand.astype(np.float64)
+    cand = np.where(c - ref > 2**31, cand - np.uint64(U32), cand)
+    cand = np.where(ref - c > 2**31, cand + np.uint64(U32), cand)
+    return np.where(is64, vals, cand)
+
+
+def _union_bytes(starts: np.ndarray, ends: np.ndarray) -> int:
+    if not len(starts):
+        return 0
+    o = np.argsort(starts, kind="stable")
+    s, e = starts[o], ends[o]
+    reach = np.maximum.accumulate(e)
+    prev = np.concatenate([[s[0]], reach[:-1]])
+    return int((np.maximum(e, prev) - np.maximum(s, prev)).clip(min=0).sum() + 0)
+
+
+def _elementary(starts, ends, times):
+    """Split the union of [starts, ends) at every boundary; for each elementary
+    interval the earliest time of a segment covering it (inf: a hole) and the
+    index of that segment (-1 for holes)."""
+    b = np.unique(np.concatenate([starts, ends]))
+    if len(b) < 2:
+        return b, np.zeros(0), np.zeros(0, np.int64)
+    si = np.searchsorted(b, starts)
+    ei = np.searchsorted(b, ends)
+    cnt = ei - si
+    seg = np.repeat(np.arange(len(starts)), cnt)
+    elem = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(si, cnt)
+    t = times[seg]
+    order = np.lexsort((t, elem))
+    elem, t, seg = elem[order], t[order], seg[order]
+    first = np.ones(len(elem), bool)
+    first[1:] = elem[1:] != elem[:-1]
+    earliest = np.full(len(b) - 1, np.inf)
+    first_seg = np.full(len(b) - 1, -1, np.int64)
+    earliest[elem[first]] = t[first]
+    first_seg[elem[first]] = seg[first]
+    return b, earliest, first_seg
+
+
+def _fill_holes(b, earliest, ack_t, ack_v):
+    """Holes (bytes never seen) count as arrived when a cumulative ACK covered them."""
+    holes = ~np.isfinite(earliest)
+    if holes.any() and len(ack_t):
+        cum = np.maximum.accumulate(ack_v)
+        k = np.searchsorted(cum, b[1:][holes], side="left")
+        earliest = earliest.copy()
+        earliest[holes] = np.where(k < len(ack_t), ack_t[np.minimum(k, len(ack_t) - 1)], np.inf)
+    return earliest
+
+
+def _in_order_times(b, earliest):
+    """Time at which each elementary interval is in order (running max of arrivals)."""
+    return np.maximum.accumulate(earliest) if len(earliest) else earliest
+
+
+@dataclass
+class PcapResult:
+    subflows: pd.DataFrame
+    connections: pd.DataFrame
+    ofo: pd.DataFrame
+    packets: int
+    skipped: int
+
+
+SUBFLOW_COLUMNS = ["host", "conn", "subflow", "saddr", "sport", "daddr", "dport", "direction", "path",
+                   "packets", "data_packets", "bytes_wire", "bytes_unique", "bytes_mapped",
+                   "retrans_segs", "retrans_bytes", "reinjected_bytes", "first_ts", "last_ts"]  # fmt: skip
+CONNECTION_COLUMNS = ["conn", "token_a", "token_b", "direction", "sender", "receiver", "subflows",
+                      "data_bytes", "reinjected_bytes", "ofo_bytes_max", "ofo_segs_max",
+                      "hol_bytes", "hol_delay_mean_ms", "hol_delay_p95_ms", "hol_delay_max_ms",
+                      "unresolved_bytes", "receiver_capture"]  # fmt: skip
+OFO_COLUMNS = ["conn", "direction", "t", "ofo_bytes", "ofo_bytes_max", "hol_delay_max_ms"]
+
+
+def analyze(captures: dict[str, list[Packets] | Packets], client_addrs=(), server_addrs=(),
+            bin_s: float = 0.01) -> PcapResult:  # fmt: skip
+    """Per-subflow and per-connection metrics and the receiver's OFO queue over time.
+
+    ``captures`` maps a capture host (e.g. ``client``) to its captures (one per
+    interface).  ``client_addrs``/``server_addrs`` (in path order) name the
+    directions (``c2s``/``s2c``) and each subflow's path; without them the
+    direction is relative to the subflow's initiator (``fwd``/``rev``).
+    """
+    hosts = {h: Packets.concat(v if isinstance(v, list) else [v]) for h, v in captures.items()}
+    caddr = [ip_int(a) for a in client_addrs]
+    saddr = [ip_int(a) for a in server_addrs]
+    host_addrs: dict[str, set[int]] = {}
+    if caddr:
+        host_addrs["client"] = set(caddr)
+    if saddr:
+        host_addrs["server"] = set(saddr)
+    # address sets of the capture hosts, also learnt from the captures (src of SYNs etc. is
+    # not enough); a host named like a role gets that role's addresses
+    conns = _connections(hosts, caddr)
+    sub_rows, conn_rows, ofo_parts = [], [], []
+    for h, pk in hosts.items():
+        sub_rows += _subflow_stats(h, pk, conns, caddr, saddr)
+    for cid, info in conns.items():
+        for direction in info["directions"]:
+            recv_host = _receiver_host(hosts, info, direction, host_addrs)
+            pk = hosts[recv_host] if recv_host else Packets.concat(list(hosts.values()))
+            row, ofo = _reassemble(pk, info, direction, bin_s)
+            row.update(conn=cid, token_a=info["token_a"], token_b=info["token_b"], direction=direction,
+                       receiver_capture=recv_host or "all")  # fmt: skip
+            conn_rows.append(row)
+            if ofo is not None:
+                ofo_parts.append(ofo.assign(conn=cid, direction=direction))
+    subflows = pd.DataFrame(sub_rows, columns=SUBFLOW_COLUMNS)
+    connections = pd.DataFrame(conn_rows, columns=CONNECTION_COLUMNS)
+    if len(subflows):
+        reinj = subflows.groupby(["conn", "direction"])["reinjected_bytes"].max()
+        # reinjections seen by the sender's capture (the max over capture hosts)
+        connections["reinjected_bytes"] = [
+            int(subflows[(subflows.conn == c) & (subflows.direction == d)]
+                .groupby("host")["reinjected_bytes"].sum().max()) if (c, d) in reinj.index else 0
+            for c, d in zip(connections["conn"], connections["direction"], strict=True)
+        ]  # fmt: skip
+    ofo = (
+        pd.concat(ofo_parts, ignore_index=True)[OFO_COLUMNS]
+        if ofo_parts
+        else pd.DataFrame(columns=OFO_COLUMNS)
+    )
+    total = sum(p.total for p in hosts.values())
+    skipped = sum(p.skipped for p in hosts.values())
+    return PcapResult(subflows, connections, ofo, total, skipped)
+
+
+def _subflow_ids(pk: Packets):
+    a = (pk.src.astype(np.uint64) << np.uint64(16)) | pk.sport.astype(np.uint64)
+    b = (pk.dst.astype(np.uint64) << np.uint64(16)) | pk.dport.astype(np.uint64)
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    return lo, hi, a
+
+
+def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
+    """Group subflows (4-tuples) into MPTCP connections.
+
+    Returns {conn_id: {"subflows": {(lo, hi): initiator_endpoint}, "keys": (ka, kb),
+    "token_a", "token_b", "idsn": {direction: idsn or None}, "directions": [...],
+    "side_a": set of endpoints of the MP_CAPABLE initiator}}.
+    """
+    # collect per 4-tuple: initiator endpoint, MPC keys, JOIN token, DSN range per direction
+    tuples: dict[tuple[int, int], dict] = {}
+    for pk in hosts.values():
+        if not len(pk):
+            continue
+        lo, hi, a = _subflow_ids(pk)
+        key = lo * np.uint64(0x9E3779B97F4A7C15) ^ hi
+        codes, uniq = pd.factorize(key)
+        for k in range(len(uniq)):
+            sel = np.nonzero(codes == k)[0]
+            t = (int(lo[sel[0]]), int(hi[sel[0]]))
+            d = tuples.setdefault(t, {"init": None, "ka": 0, "kb": 0, "token": 0, "mp": False,
+                                      "dsn": {}, "payload": {}})  # fmt: skip
+            fl = pk.flags[sel]
+            syn = np.nonzero((fl & (SYN | ACK)) == SYN)[0]
+            if len(syn) and d["init"] is None:
+                d["init"] = int(a[sel[syn[0]]])
+            mps = pk.mp_sub[sel]
+            if (mps >= 0).any() or (pk.dss[sel] != 0).any():
+                d["mp"] = True
+            cap = sel[(mps == MP_CAPABLE)]
+            if len(cap):
+                d["ver"] = int(pk.mp_ver[cap[0]])
+            for i in cap:
+                ka, kb = int(pk.key_a[i]), int(pk.key_b[i])
+                src_ep = int(a[i])
+                if kb:  # third ACK: sender's key, receiver's key
+                    d["keys_from"] = (src_ep, ka, kb)
+                elif ka and (pk.flags[i] & (SYN | ACK)) == (SYN | ACK):
+                    d.setdefault("synack_key", (src_ep, ka))
+                elif ka and (pk.flags[i] & SYN):
+                    d.setdefault("syn_key", (src_ep, ka))  # MPTCP v0: key in the SYN
+            tok = pk.token[sel]
+            if (tok != 0).any():
+                d["token"] = int(tok[tok != 0][0])
+            m = sel[(pk.dss[sel] & DSS_M) != 0]
+            for ep in np.unique(a[m]) if len(m) else []:
+                v = pk.dsn[m][a[m] == ep]
+                lo_v, hi_v = int(v.min()), int(v.max())
+                old = d["dsn"].get(int(ep))
+                d["dsn"][int(ep)] = (min(lo_v, old[0]), max(hi_v, old[1])) if old else (lo_v, hi_v)
+    for t, d in tuples.items():
+        if d["init"] is None:  # no SYN captured: the client side initiates
+            d["init"] = t[0] if (t[0] >> 16) in caddr else (t[1] if (t[1] >> 16) in caddr else t[0])
+        d["resp"] = t[1] if d["init"] == t[0] else t[0]
+    conns: dict[int, dict] = {}
+    token_to_conn: dict[int, tuple[int, str]] = {}
+    nid = 0
+    for t, d in sorted(tuples.items()):
+        if not d["mp"] or d["token"]:
+            continue
+        init_key = resp_key = 0
+        if "keys_from" in d:
+            ep, k1, k2 = d["keys_from"]
+            init_key, resp_key = (k1, k2) if ep == d["init"] else (k2, k1)
+        else:
+            if "synack_key" in d:
+                resp_key = d["synack_key"][1]
+            if "syn_key" in d:
+                init_key = d["syn_key"][1]
+        if not (init_key or resp_key or d["dsn"]):
+            continue  # e.g. an MP_CAPABLE SYN that fell back to TCP
+        ver = d.get("ver", 1)
+        ta = key_token(init_key, ver) if init_key else None
+        tb = key_token(resp_key, ver) if resp_key else None
+        conns[nid] = {"subflows": {t: d["init"]}, "key_a": init_key, "key_b": resp_key,
+                      "token_a": f"{ta:08x}" if ta is not None else None,
+                      "token_b": f"{tb:08x}" if tb is not None else None,
+                      "side_a": {d["init"]}, "dsn": dict(d["dsn"]), "version": ver}  # fmt: skip
+        if ta is not None:
+            token_to_conn[ta] = (nid, "a")
+        if tb is not None:
+            token_to_conn[tb] = (nid, "b")
+        nid += 1
+    # joins: the token in the MP_JOIN SYN is the receiver's (the responder's) token
+    for t, d in sorted(tuples.items()):
+        if not d["token"]:
+            continue
+        hit = token_to_conn.get(d["token"])
+        if hit is None:
+            hit = _match_by_dsn(conns, d)
+        if hit is None:
+            continue
+        cid, side = hit
+        conns[cid]["subflows"][t] = d["init"]
+        # the join's responder owns the token: if that is side b, the initiator is side a
+        if side == "b":
+            conns[cid]["side_a"].add(d["init"])
+        else:
+            conns[cid]["side_a"].add(d["resp"])
+        for ep, (lo_v, hi_v) in d["dsn"].items():
+            old = conns[cid]["dsn"].get(ep)
+            conns[cid]["dsn"][ep] = (min(lo_v, old[0]), max(hi_v, old[1])) if old else (lo_v, hi_v)
+    # a data subflow whose handshake was missed: attach by DSN overlap
+    for t, d in sorted(tuples.items()):
+        if not d["mp"] or d["token"] or any(t in c["subflows"] for c in conns.values()):
+            continue
+        hit = _match_by_dsn(conns, d)
+        if hit:
+            conns[hit[0]]["subflows"][t] = d["init"]
+    for c in conns.values():
+        c["caddr"] = caddr
+        c["directions"] = _directions(c, caddr)
+        c["idsn"] = {}
+        for direction in ("c2s", "s2c", "fwd", "rev"):
+            key = _direction_key(c, direction)
+            c["idsn"][direction] = key_idsn(key, c.get("version", 1)) if key else None
+    return conns
+
+
+def _match_by_dsn(conns: dict, d: dict):
+    for cid, c in conns.items():
+        for _ep, (lo_v, hi_v) in d["dsn"].items():
+            for lo2, hi2 in c["dsn"].values():
+                if lo_v <= hi2 + (1 << 26) and lo2 <= hi_v + (1 << 26):
+                    return cid, "?"
+    return None
+
+
+def _dir_of(c: dict, src_ep: np.ndarray) -> np.ndarray:
+    """Direction labels of packets (by sending endpoint (ip << 16 | port))."""
+    if c["caddr"]:
+        ips = (src_ep >> np.uint64(16)).astype(np.uint32)
+        return np.where(np.isin(ips, np.array(c["caddr"], np.uint32)), "c2s", "s2c")
+    return np.where(np.isin(src_ep, np.array(sorted(c["side_a"]), np.uint64)), "fwd", "rev")
+
+
+def _directions(c: dict, caddr) -> list[str]:
+    dirs = set()
+    for ep in c["dsn"]:
+        dirs.add(str(_dir_of(c, np.array([ep], np.uint64))[0]))
+    return sorted(dirs)
+
+
+def _direction_key(c: dict, direction: str) -> int:
+    """The MPTCP key of the sender of ``direction`` (its IDSN numbers that data)."""
+    if direction in ("fwd", "rev"):
+        return c["key_a"] if direction == "fwd" else c["key_b"]
+    # c2s: is the client side a?
+    a_is_client = any(((ep >> 16) in c["caddr"]) for ep in c["side_a"])
+    if direction == "c2s":
+        return c["key_a"] if a_is_client else c["key_b"]
+    return c["key_b"] if a_is_client else c["key_a"]
+
+
+def _receiver_host(hosts, info, direction, host_addrs) -> str | None:
+    want = "server" if direction == "c2s" else "client" if direction == "s2c" else None
+    if want and want in hosts:
+        return want
+    return None
+
+
+def _per_subflow(pk: Packets, conns: dict):
+    """(conn id, subflow index, 4-tuple, packet indices) for every MPTCP subflow in pk."""
+    if not len(pk):
+        return
+    lo, hi, a = _subflow_ids(pk)
+    key = lo * np.uint64(0x9E3779B97F4A7C15) ^ hi
+    codes, uniq = pd.factorize(key)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
+    for k in range(len(uniq)):
+        sel = order[bounds[k] : bounds[k + 1]]
+        t = (int(lo[sel[0]]), int(hi[sel[0]]))
+        for cid, c in conns.items():
+            if t in c["subflows"]:
+                yield cid, list(c["subflows"]).index(t), t, sel, a
+                break
+
+
+def _direction_packets(pk: Packets, sel: np.ndarray, a: np.ndarray, ep: int):
+    """Indices (time order) of the packets of one subflow direction and its
+    relative sequence numbers (unwrapped; the SYN is at 0)."""
+    idx = sel[a[sel] == np.uint64(ep)]
+    if not len(idx):
+        return idx, np.zeros(0, np.int64)
+    seq = pk.seq[idx]
+    syn = np.nonzero(pk.flags[idx] & SYN)[0]
+    if len(syn):
+        isn = int(seq[syn[0]])
+    else:
+        # put the first mapping's start at its subflow sequence number
+        m = np.nonzero((pk.dss[idx] & DSS_M) != 0)[0]
+        first = int(seq[m[0]]) - int(pk.ssn[idx[m[0]]]) if len(m) else int(seq[0]) - 1
+        isn = first % U32
+    rel = _unwrap32((seq.astype(np.int64) - isn) % U32)
+    return idx, rel
+
+
+def _data_seq(pk: Packets, idx: np.ndarray, rel: np.ndarray, idsn: int | None):
+    """Data sequence number of the first payload byte of every packet (or -1),
+    relative to the direction's IDSN + 1 (first data byte = 0) when known."""
+    has_map = (pk.dss[idx] & DSS_M) != 0
+    dsn = _expand32(pk.dsn[idx], (pk.dss[idx] & DSS_m) != 0)
+    ssn = pk.ssn[idx].astype(np.int64)
+    dlen = pk.dlen[idx].astype(np.int64)
+    # forward-fill the last mapping on this subflow direction
+    last = np.where(has_map, np.arange(len(idx)), -1)
+    last = np.maximum.accumulate(last) if len(last) else last
+    valid = last >= 0
+    li = np.maximum(last, 0)
+    m_dsn, m_ssn, m_len = dsn[li], ssn[li], dlen[li]
+    # ssn is 32-bit relative; align it with the unwrapped relative sequence
+    m_ssn = m_ssn + (rel[li] - m_ssn + (1 << 31)) // U32 * U32
+    inside = valid & (rel >= m_ssn) & (rel < m_ssn + np.maximum(m_len, 1))
+    off = rel - m_ssn
+    base = np.uint64(((idsn + 1) % (1 << 64)) if idsn is not None else 0)
+    d = (m_dsn - base).astype(np.int64) + off  # wraps modulo 2**64 as intended
+    return np.where(inside, d, -1)
+
+
+def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[dict]:
+    rows = []
+    per_dir: dict[tuple[int, str], list] = {}
+    for cid, sfi, t, sel, a in _per_subflow(pk, conns):
+        c = conns[cid]
+        for ep in (t[0], t[1]):
+            idx, rel = _direction_packets(pk, sel, a, ep)
+            if not len(idx):
+                continue
+            direction = str(_dir_of(c, np.array([ep], np.uint64))[0])
+            pay = pk.paylen[idx]
+            data = pay > 0
+            s, e = rel[data], rel[data] + pay[data]
+            prev = np.concatenate([[-(1 << 62)], np.maximum.accumulate(e)[:-1]]) if len(e) else e
+            rb = np.clip(np.minimum(e, prev) - s, 0, None)
+            retrans = rb > 0
+            dseq = _data_seq(pk, idx, rel, c["idsn"].get(direction))[data]
+            src_ip = ep >> 16
+            other = t[1] if ep == t[0] else t[0]
+            ip_s, ip_d = ip_str(src_ip), ip_str(other >> 16)
+            path = None
+            for addrs in (caddr, saddr):
+                for addr in (src_ip, other >> 16):
+                    if addr in addrs and path is None:
+                        path = addrs.index(addr) + 1
+            row = {"host": host, "conn": cid, "subflow": sfi, "saddr": ip_s, "sport": ep & 0xFFFF,
+                   "daddr": ip_d, "dport": other & 0xFFFF, "direction": direction, "path": path,
+                   "packets": len(idx), "data_packets": int(data.sum()),
+                   "bytes_wire": int(pay.sum()), "bytes_unique": _union_bytes(s, e),
+                   "bytes_mapped": int(pay[data][dseq >= 0].sum()),
+                   "retrans_segs": int(retrans.sum()), "retrans_bytes": int(rb.sum()),
+                   "reinjected_bytes": 0, "first_ts": float(pk.ts[idx[0]]),
+                   "last_ts": float(pk.ts[idx[-1]])}  # fmt: skip
+            rows.append(row)
+            first_tx = ~retrans & (dseq >= 0)
+            per_dir.setdefault((cid, direction), []).append(
+                (
+                    row,
+                    dseq[first_tx],
+                    dseq[first_tx] + pay[data][first_tx],
+                    pk.ts[idx][data][first_tx],
+                )
+            )
+    # reinjections: data bytes whose earliest first transmission was on another mapping
+    for parts in per_dir.values():
+        if not parts:
+            continue
+        starts = np.concatenate([p[1] for p in parts])
+        ends = np.concatenate([p[2] for p in parts])
+        times = np.concatenate([p[3] for p in parts])
+        owner = np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(parts)])
+        if not len(starts):
+            continue
+        b, earliest, first_seg = _elementary(starts, ends, times)
+        si = np.searchsorted(b, starts)
+        ei = np.searchsorted(b, ends)
+        cnt = ei - si
+        seg = np.repeat(np.arange(len(starts)), cnt)
+        elem = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(si, cnt)
+        dup = first_seg[elem] != seg
+        size = (b[elem + 1] - b[elem])[dup]
+        sums = np.bincount(owner[seg[dup]], weights=size, minlength=len(parts))
+        for i, p in enumerate(parts):
+            p[0]["reinjected_bytes"] = int(sums[i])
+    return rows
+
+
+def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
+    """The receiver's view of one connection direction: subflow reassembly, then
+    data-level reassembly; OFO occupancy and head-of-line delay."""
+    row = {"sender": None, "receiver": None, "subflows": len(c["subflows"]), "data_bytes": 0,
+           "ofo_bytes_max": 0, "ofo_segs_max": 0, "hol_bytes": 0, "hol_delay_mean_ms": None,
+           "hol_delay_p95_ms": None, "hol_delay_max_ms": None, "unresolved_bytes": 0}  # fmt: skip
+    idsn = c["idsn"].get(direction)
+    rev = {"c2s": "s2c", "s2c": "c2s", "fwd": "rev", "rev": "fwd"}[direction]
+    peer_idsn_base = np.uint64(((idsn + 1) % (1 << 64)) if idsn is not None else 0)
+    d_s, d_e, d_t = [], [], []
+    dack_t, dack_v = [], []
+    for _cid, _sfi, t, sel, a in _per_subflow(pk, {0: c}):
+        for ep in (t[0], t[1]):
+            if str(_dir_of(c, np.array([ep], np.uint64))[0]) != direction:
+                continue
+            other = t[1] if ep == t[0] else t[0]
+            row["sender"], row["receiver"] = ip_str(ep >> 16), ip_str(other >> 16)
+            idx, rel = _direction_packets(pk, sel, a, ep)
+            ridx = sel[a[sel] == np.uint64(other)]  # the receiver's packets (ACKs)
+            if not len(idx):
+                continue
+            pay = pk.paylen[idx]
+            data = pay > 0
+            if not data.any():
+                continue
+            dseq = _data_seq(pk, idx, rel, idsn)
+            s, e, tt = rel[data], rel[data] + pay[data], pk.ts[idx][data]
+            ds = dseq[data]
+            # subflow-level: in-order time of every elementary interval
+            b, earliest, first_seg = _elementary(s, e, tt)
+            if len(ridx):
+                syn = np.nonzero(pk.flags[idx] & SYN)[0]
+                isn = (
+                    int(pk.seq[idx][syn[0]])
+                    if len(syn)
+                    else (int(pk.seq[idx][data][0]) - int(s[0])) % U32
+                )
+                acks = pk.flags[ridx] & ACK != 0
+                ack_rel = _unwrap32((pk.ack[ridx][acks].astype(np.int64) - isn) % U32)
+                earliest = _fill_holes(b, earliest, pk.ts[ridx][acks], ack_rel)
+            ready = _in_order_times(b, earliest)
+            # map elementary subflow intervals to data sequence numbers
+            seg = np.where(first_seg >= 0, first_seg, 0)
+            off = np.where(ds[seg] >= 0, ds[seg] - s[seg], -1)
+            mapped = (first_seg >= 0) & (ds[seg] >= 0) & np.isfinite(ready)
+            d_s.append((b[:-1] + off)[mapped])
+            d_e.append((b[1:] + off)[mapped])
+            d_t.append(ready[mapped])
+            # the receiver's data ACKs (for holes at the data level)
+            if len(ridx):
+                has = (pk.dss[ridx] & DSS_A) != 0
+                if has.any():
+                    v = _expand32(pk.dack[ridx][has], (pk.dss[ridx][has] & DSS_a) != 0)
+                    dack_t.append(pk.ts[ridx][has])
+                    dack_v.append((v - peer_idsn_base).astype(np.int64))
+    del rev
+    if not d_s or not sum(len(x) for x in d_s):
+        return row, None
+    s, e, t = np.concatenate(d_s), np.concatenate(d_e), np.concatenate(d_t)
+    b, earliest, _ = _elementary(s, e, t)
+    if dack_t:
+        at, av = np.concatenate(dack_t), np.concatenate(dack_v)
+        o = np.argsort(at, kind="stable")
+        earliest = _fill_holes(b, earliest, at[o], av[o])
+    ready = _in_order_times(b, earliest)
+    size = np.diff(b)
+    ok = np.isfinite(ready) & np.isfinite(earliest)
+    row["unresolved_bytes"] = int(size[~ok].sum())
+    row["data_bytes"] = int(size[ok].sum())
+    held = ok & (ready > earliest)
+    # OFO occupancy: +size at arrival, -size when in order
+    ev_t = np.concatenate([earliest[held], ready[held]])
+    ev_v = np.concatenate([size[held], -size[held]])
+    ev_n = np.concatenate([np.ones(held.sum(), np.int64), -np.ones(held.sum(), np.int64)])
+    o = np.lexsort((ev_v, ev_t))  # at equal times, removals first
+    ev_t, ev_v, ev_n = ev_t[o], ev_v[o], ev_n[o]
+    occ = np.cumsum(ev_v)
+    segs = np.cumsum(ev_n)
+    row["ofo_bytes_max"] = int(occ.max()) if len(occ) else 0
+    row["ofo_segs_max"] = int(segs.max()) if len(segs) else 0
+    delay = ready[held] - earliest[held]
+    w = size[held]
+    row["hol_bytes"] = int(w.sum())
+    if len(delay):
+        row["hol_delay_mean_ms"] = float(np.average(delay, weights=w) * 1000)
+        o2 = np.argsort(delay)
+        cw = np.cumsum(w[o2])
+        row["hol_delay_p95_ms"] = float(delay[o2][np.searchsorted(cw, 0.95 * cw[-1])] * 1000)
+        row["hol_delay_max_ms"] = float(delay.max() * 1000)
+    # binned time series over the connection's data
+    t0 = float(np.min(earliest[ok])) if ok.any() else 0.0
+    t1 = float(np.max(ready[ok])) if ok.any() else 0.0
+    nb = max(1, int(np.ceil((t1 - t0) / bin_s)) + 1)
+    edges = t0 + np.arange(nb) * bin_s
+    if len(ev_t):
+        k = np.clip(((ev_t - t0) / bin_s).astype(np.int64), 0, nb - 1)
+        mx = np.zeros(nb)
+        np.maximum.at(mx, k, occ)
+        last_k = np.searchsorted(ev_t, edges + bin_s, side="right") - 1
+        level = np.where(last_k >= 0, occ[np.maximum(last_k, 0)], 0)
+        mx = np.maximum(mx, level)  # a level held through the bin
+        hk = np.clip(((ready[held] - t0) / bin_s).astype(np.int64), 0, nb - 1)
+        hol = np.zeros(nb)
+        np.maximum.at(hol, hk, delay * 1000)
+    else:
+        mx = level = hol = np.zeros(nb)
+    ofo = pd.DataFrame({"t": edges, "ofo_bytes": level.astype(np.int64),
+                        "ofo_bytes_max": mx.astype(np.int64), "hol_delay_max_ms": hol})  # fmt: skip
+    return row, ofo
