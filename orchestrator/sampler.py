@@ -92,10 +92,23 @@ class Diag:
         self.seq = 0
 
     def dump(self, protocol: int) -> list[tuple[tuple, int, dict]]:
-        """[(addresses, state, attributes)] for IPv4 sockets of ``protocol``."""
+        """[(addresses, state, attributes)] for the IPv4 and IPv6 sockets of
+        ``protocol`` (v4-mapped IPv6 addresses, e.g. of a dual-stack server,
+        are shown as IPv4)."""
+        return self._dump(socket.AF_INET, protocol) + self._dump(socket.AF_INET6, protocol)
+
+    @staticmethod
+    def _addr(family: int, raw: bytes) -> str:
+        if family == socket.AF_INET:
+            return socket.inet_ntoa(raw[:4])
+        if raw[:12] == b"\0" * 10 + b"\xff\xff":
+            return socket.inet_ntoa(raw[12:16])
+        return socket.inet_ntop(socket.AF_INET6, raw)
+
+    def _dump(self, family: int, protocol: int) -> list[tuple[tuple, int, dict]]:
         self.seq += 1
         proto8 = protocol if protocol < 256 else socket.IPPROTO_TCP
-        req = _REQ.pack(socket.AF_INET, proto8, 1 << (INET_DIAG_INFO - 1), 0, 0xFFFFFFFF,
+        req = _REQ.pack(family, proto8, 1 << (INET_DIAG_INFO - 1), 0, 0xFFFFFFFF,
                         b"\0" * 2, b"\0" * 2, b"\0" * 16, b"\0" * 16, 0, b"\xff" * 8)  # fmt: skip
         if protocol >= 256:
             req += _RTA.pack(8, INET_DIAG_REQ_PROTOCOL) + struct.pack("=I", protocol)
@@ -119,9 +132,9 @@ class Diag:
                 state = fields[1]
                 sport, dport = struct.unpack(">H", fields[4])[0], struct.unpack(">H", fields[5])[0]
                 addrs = (
-                    socket.inet_ntoa(fields[6][:4]),
+                    self._addr(family, fields[6]),
                     sport,
-                    socket.inet_ntoa(fields[7][:4]),
+                    self._addr(family, fields[7]),
                     dport,
                 )
                 attrs = dict(_attrs(body[_MSG.size :]))
