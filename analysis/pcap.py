@@ -597,7 +597,7 @@ def analyze(captures: dict[str, list[Packets] | Packets], client_addrs=(), serve
             row.update(conn=cid, token_a=info["token_a"], token_b=info["token_b"], direction=direction,
                        receiver_capture=recv_host or "all")  # fmt: skip
             conn_rows.append(row)
-            if ofo is not None:
+            if ofo is not None and row["ofo_bytes_max"] > 0:
                 ofo_parts.append(ofo.assign(conn=cid, direction=direction))
     subflows = pd.DataFrame(sub_rows, columns=SUBFLOW_COLUMNS)
     connections = pd.DataFrame(conn_rows, columns=CONNECTION_COLUMNS)

@@ -188,6 +188,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--quiet", action="store_true", help="report failed runs only")
     p.set_defaults(func=cmd_run)
 
+    from analysis.cli import add_subcommands
+
+    add_subcommands(sub)
+
     args = parser.parse_args(argv)
     try:
         return args.func(args)

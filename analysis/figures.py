@@ -1,0 +1,276 @@
+"""Paper-style figures (matplotlib), each saved as PNG and PDF.
+
+Every per-variant figure labels its groups with n (ok runs of the current
+attempt only).  Functions return the matplotlib Figure; :func:`save` writes it.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from . import stats  # noqa: E402
+
+STYLE = {
+    "figure.figsize": (6.4, 3.6),
+    "figure.dpi": 110,
+    "savefig.dpi": 150,
+    "font.size": 9,
+    "axes.titlesize": 10,
+    "axes.labelsize": 9,
+    "legend.fontsize": 8,
+    "xtick.labelsize": 8,
+    "ytick.labelsize": 8,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+    "axes.spines.top": False,
+    "axes.spines.right": False,
+    "pdf.fonttype": 42,  # embed TrueType: editable text in the PDF
+}
+COLORS = plt.get_cmap("tab10").colors
+
+UNITS = {"goodput_mbps": "Mbit/s", "goodput_total_mbps": "Mbit/s", "duration_s": "s",
+         "k_ofo_bytes_max": "bytes", "pcap_ofo_bytes_max": "bytes", "k_bytes_reinjected": "bytes",
+         "pcap_hol_delay_mean_ms": "ms", "pcap_hol_delay_p95_ms": "ms", "pcap_hol_delay_max_ms": "ms",
+         "srtt_ms": "ms", "cwnd": "segments", "ofo_bytes": "bytes", "in_flight": "segments"}  # fmt: skip
+
+
+def label(metric: str) -> str:
+    unit = UNITS.get(metric)
+    return f"{metric} [{unit}]" if unit else metric
+
+
+def save(fig, out_dir: Path, name: str) -> dict[str, Path]:
+    """Write ``name``.png and ``name``.pdf; returns their paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+    paths = {"png": out_dir / f"{safe}.png", "pdf": out_dir / f"{safe}.pdf"}
+    fig.savefig(paths["png"], bbox_inches="tight")
+    fig.savefig(paths["pdf"], bbox_inches="tight")
+    plt.close(fig)
+    return paths
+
+
+def _groups(runs: pd.DataFrame, metric: str, by: str, order: list | None = None):
+    runs = stats.ok_runs(runs)
+    keys = order or list(dict.fromkeys(runs[by]))
+    out = []
+    for k in keys:
+        v = pd.to_numeric(runs.loc[runs[by] == k, metric], errors="coerce").dropna().to_numpy()
+        out.append((k, v))
+    return out
+
+
+def _ticks(ax, labels: list[str]) -> None:
+    """Category labels; long ones break after '=' / ',' and tilt when still crowded."""
+
+    def wrap(text: str) -> str:
+        head, _, tail = text.partition("\n")
+        if len(head) > 12:
+            head = head.replace("=", "=\n").replace(",", ",\n")
+        return head + ("\n" + tail if tail else "")
+
+    labels = [wrap(str(v)) for v in labels]
+    widest = max((max(len(p) for p in lab.split("\n")) for lab in labels), default=0)
+    if widest * len(labels) > 70:
+        ax.set_xticklabels(labels, rotation=30, ha="right")
+    else:
+        ax.set_xticklabels(labels)
+
+
+def _no_data(ax, what: str) -> None:
+    ax.text(0.5, 0.5, f"no data: {what}", ha="center", va="center", transform=ax.transAxes)
+
+
+def cdf(runs: pd.DataFrame, metric: str, by: str = "variant", order: list | None = None):
+    """Empirical CDF of a metric over repetitions, one line per group."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        groups = [(k, v) for k, v in _groups(runs, metric, by, order) if len(v)]
+        for i, (k, v) in enumerate(groups):
+            x = np.sort(v)
+            y = np.arange(1, len(x) + 1) / len(x)
+            ax.step(np.concatenate([[x[0]], x]), np.concatenate([[0], y]), where="post",
+                    color=COLORS[i % 10], label=f"{k} (n={len(x)})")  # fmt: skip
+        if not groups:
+            _no_data(ax, metric)
+        ax.set_xlabel(label(metric))
+        ax.set_ylabel("CDF")
+        ax.set_ylim(0, 1.02)
+        if groups:
+            ax.legend(loc="lower right", frameon=False)
+        ax.set_title(f"{metric}: CDF over repetitions")
+    return fig
+
+
+def box(runs: pd.DataFrame, metric: str, by: str = "variant", order: list | None = None):
+    """Box plot per group (median, quartiles, 1.5 IQR whiskers) with the runs as dots."""
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        groups = _groups(runs, metric, by, order)
+        data = [v if len(v) else np.array([np.nan]) for _, v in groups]
+        if any(len(v) for _, v in groups):
+            ax.boxplot(data, showfliers=False, widths=0.5, medianprops={"color": "black"})
+            rng = np.random.default_rng(0)
+            for i, (_, v) in enumerate(groups):
+                ax.plot(np.full(len(v), i + 1) + rng.uniform(-0.12, 0.12, len(v)), v, "o", ms=3,
+                        color=COLORS[i % 10], alpha=0.7)  # fmt: skip
+        else:
+            _no_data(ax, metric)
+        ax.set_xticks(range(1, len(groups) + 1))
+        _ticks(ax, [f"{k}\nn={len(v)}" for k, v in groups])
+        ax.set_ylabel(label(metric))
+        ax.set_title(f"{metric} per {by}")
+    return fig
+
+
+def bar_ci(runs: pd.DataFrame, metric: str, x: str = "variant", hue: str | None = None,
+           conf: float = stats.CONF, seed: int = stats.SEED):  # fmt: skip
+    """Mean with bootstrap CI as bars: one group of bars per ``x`` value, one bar per
+    ``hue`` value (e.g. completion time per page set per scheduler), n above each bar."""
+    ok = stats.ok_runs(runs)
+    xs = list(dict.fromkeys(ok[x])) if len(ok) else []
+    hs = list(dict.fromkeys(ok[hue])) if hue and len(ok) else [None]
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        width = 0.8 / len(hs)
+        drew = False
+        for j, h in enumerate(hs):
+            means, lo, hi, ns = [], [], [], []
+            for xv in xs:
+                sel = ok[(ok[x] == xv) & ((ok[hue] == h) if hue else True)]
+                s = stats.describe(sel[metric], conf=conf, seed=seed)
+                means.append(s.mean)
+                lo.append(s.mean - s.ci_low if math.isfinite(s.ci_low) else 0)
+                hi.append(s.ci_high - s.mean if math.isfinite(s.ci_high) else 0)
+                ns.append(s.n)
+            pos = np.arange(len(xs)) + (j - (len(hs) - 1) / 2) * width
+            heights = np.nan_to_num(np.array(means, float))
+            ax.bar(pos, heights, width * 0.9, yerr=[lo, hi], capsize=3, color=COLORS[j % 10],
+                   label=str(h) if hue else None, error_kw={"elinewidth": 1})  # fmt: skip
+            for p, m, e, n in zip(pos, heights, hi, ns, strict=True):
+                ax.annotate(f"n={n}", (p, m + e), ha="center", va="bottom", fontsize=7,
+                            xytext=(0, 2), textcoords="offset points")  # fmt: skip
+            drew = drew or any(n for n in ns)
+        if not drew:
+            _no_data(ax, metric)
+        ax.set_xticks(np.arange(len(xs)))
+        _ticks(ax, [str(v) for v in xs])
+        ax.set_ylabel(label(metric))
+        ax.set_title(f"{metric}: mean and {conf:.0%} bootstrap CI")
+        if hue:
+            ax.legend(title=hue, frameon=False)
+    return fig
+
+
+def path_share(runs: pd.DataFrame, by: str = "variant", order: list | None = None):
+    """Stacked bars: the mean share of the data bytes each path carried."""
+    ok = stats.ok_runs(runs)
+    cols = sorted((c for c in ok.columns if c.startswith("path") and c.endswith("_share")),
+                  key=lambda c: int(c[4:-6]) if c[4:-6].isdigit() else 0)  # fmt: skip
+    keys = order or list(dict.fromkeys(ok[by])) if len(ok) else []
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots()
+        bottom = np.zeros(len(keys))
+        for i, c in enumerate(cols):
+            vals, ns = [], []
+            for k in keys:
+                v = pd.to_numeric(ok.loc[ok[by] == k, c], errors="coerce").fillna(0)
+                has = ok.loc[ok[by] == k, cols].notna().any(axis=1)
+                vals.append(float(v[has].mean()) if has.any() else 0.0)
+                ns.append(int(has.sum()))
+            vals = np.array(vals) * 100
+            ax.bar(range(len(keys)), vals, 0.6, bottom=bottom, color=COLORS[i % 10],
+                   label=f"path {c[4:-6]}")  # fmt: skip
+            bottom += vals
+        if not cols:
+            _no_data(ax, "path shares")
+        else:
+            ns = [int(ok.loc[ok[by] == k, cols].notna().any(axis=1).sum()) for k in keys]
+            ax.set_xticks(range(len(keys)))
+            _ticks(ax, [f"{k}\nn={n}" for k, n in zip(keys, ns, strict=True)])
+            ax.legend(frameon=False, loc="upper right", bbox_to_anchor=(1.0, 1.15), ncol=len(cols))
+        ax.set_ylim(0, 105)
+        ax.set_ylabel("share of data bytes [%]")
+        ax.set_title("Path share (mean over runs)", loc="left")
+    return fig
+
+
+def timeseries(ss: pd.DataFrame, mptcp: pd.DataFrame, run_id: str,
+               fields: tuple[str, ...] = ("cwnd", "srtt_ms"), pcap_ofo: pd.DataFrame | None = None,
+               title: str | None = None):  # fmt: skip
+    """Per-subflow time series of one run (one panel per field) and the
+    receiver's MPTCP out-of-order queue (kernel samples; pcap reconstruction
+    dashed when available)."""
+    ss = ss[ss["run_id"] == run_id] if len(ss) else ss
+    mp = mptcp[mptcp["run_id"] == run_id] if len(mptcp) else mptcp
+    po = pcap_ofo[pcap_ofo["run_id"] == run_id] if pcap_ofo is not None and len(pcap_ofo) else None
+    panels = list(fields) + ["ofo_bytes"]
+    with plt.rc_context(STYLE):
+        fig, axes = plt.subplots(
+            len(panels), 1, sharex=True, figsize=(6.4, 1.6 * len(panels) + 0.6)
+        )
+        sockets = _data_sockets(ss)
+        for ax, f in zip(axes, panels, strict=True):
+            if f == "ofo_bytes":
+                _ofo_panel(ax, mp, po)
+            elif len(sockets) and f in ss:
+                for i, (sock, g) in enumerate(sockets):
+                    lab = f"path {int(g['path'].iloc[0])}" if g["path"].notna().any() else sock
+                    ax.plot(
+                        g["t_rel"],
+                        g[f],
+                        lw=1,
+                        color=COLORS[i % 10],
+                        label=f"{lab} ({g['host'].iloc[0]})",
+                    )
+                ax.legend(frameon=False, fontsize=7, loc="upper right")
+            else:
+                _no_data(ax, f)
+            ax.set_ylabel(label(f), fontsize=8)
+        axes[-1].set_xlabel("time since workload start [s]")
+        fig.suptitle(title or run_id, fontsize=9)
+        fig.tight_layout()
+    return fig
+
+
+def _data_sockets(ss: pd.DataFrame):
+    """The sockets that carried data, from the host that sent the most."""
+    if not len(ss) or "socket_bytes" not in ss:
+        return []
+    sent = ss.groupby("host")["bytes_acked"].max() if "bytes_acked" in ss else None
+    host = sent.idxmax() if sent is not None and len(sent) else ss["host"].iloc[0]
+    h = ss[ss["host"] == host]
+    total = h.groupby("socket")["socket_bytes"].max()
+    keep = total[total >= max(10_000, 0.01 * total.sum())].index
+    out = [(s, g.sort_values("t")) for s, g in h[h["socket"].isin(keep)].groupby("socket")]
+    return sorted(out, key=lambda sg: sg[1]["path"].min() if sg[1]["path"].notna().any() else 99)
+
+
+def _ofo_panel(ax, mp: pd.DataFrame, po: pd.DataFrame | None) -> None:
+    drew = False
+    if len(mp) and "ofo_bytes" in mp:
+        by_token = mp.groupby("token")["ofo_bytes_max"].max() if "ofo_bytes_max" in mp else None
+        if by_token is not None and len(by_token) and by_token.max() > 0:
+            tok = by_token.idxmax()
+            g = mp[mp["token"] == tok].sort_values("t")
+            ax.plot(g["t_rel"], g["ofo_bytes"], lw=1, color="black", label="kernel counter")
+            drew = True
+            t0 = g["t"].iloc[0] - g["t_rel"].iloc[0]
+            if po is not None and len(po):
+                conn = po.groupby(["conn", "direction"])["ofo_bytes_max"].max().idxmax()
+                p = po[(po["conn"] == conn[0]) & (po["direction"] == conn[1])]
+                ax.plot(
+                    p["t"] - t0, p["ofo_bytes_max"], lw=1, ls="--", color="tab:red", label="pcap"
+                )
+            ax.legend(frameon=False, fontsize=7, loc="upper right")
+    if not drew:
+        _no_data(ax, "OFO samples")

@@ -1,0 +1,577 @@
+"""Run dirs -> tidy tables (Parquet), incrementally.
+
+    report = ingest(Path("results/blest-3g-wlan"))      # writes results/blest-3g-wlan/analysis/
+    runs = load_table(Path("results/blest-3g-wlan"), "runs")
+    con = connect(Path("results/blest-3g-wlan"))          # DuckDB with one view per table
+
+``DIR`` is a campaign dir (holding ``campaign.json`` or ``runs/``) or any dir
+above campaign dirs (e.g. ``results/``).  The store is ``DIR/analysis/``:
+one sub-directory of Parquet part files per table and ``index.json``, which
+records every ingested run dir with the mtime of its ``run.json``.  A re-run
+reads only run dirs that are new or whose ``run.json`` changed, and drops the
+rows of run dirs that disappeared.  Tables and columns: docs/analysis.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+STORE = "analysis"
+SCHEMA = 1  # bump when tables change: the next ingest rebuilds the store
+TABLES = ["runs", "kernel_connections", "kernel_subflows", "ss", "mptcp", "series",
+          "pcap_subflows", "pcap_connections", "pcap_ofo"]  # fmt: skip
+MAX_PARTS = 16  # parts per table before they are merged into one
+
+
+class IngestError(ValueError):
+    """A results dir that cannot be ingested."""
+
+
+# ------------------------------------------------------------------ discovery
+def campaign_dirs(root: Path) -> list[Path]:
+    """Campaign dirs at or below ``root`` (a dir with campaign.json or runs/)."""
+    root = Path(root)
+    if not root.is_dir():
+        raise IngestError(f"{root}: no such directory (expected a campaign dir or a results dir)")
+    if (root / "campaign.json").exists() or (root / "runs").is_dir():
+        return [root]
+    found = []
+    for dirpath, dirnames, _files in os.walk(root):
+        d = Path(dirpath)
+        dirnames[:] = sorted(n for n in dirnames if n not in (STORE, "runs", "traces"))
+        if d != root and ((d / "campaign.json").exists() or (d / "runs").is_dir()):
+            found.append(d)
+            dirnames[:] = []
+        elif len(d.relative_to(root).parts) >= 4:
+            dirnames[:] = []
+    return found
+
+
+def run_dirs(campaign: Path) -> list[Path]:
+    """Every run dir of a campaign: runs/<variant>/rep-NNN[.interrupted-K|.failed-K]."""
+    runs = campaign / "runs"
+    if not runs.is_dir():
+        return []
+    return sorted(r for v in runs.iterdir() if v.is_dir() for r in v.iterdir()
+                  if r.is_dir() and r.name.startswith("rep-"))  # fmt: skip
+
+
+def _attempt(run_dir: Path, has_run_json: bool) -> str:
+    name = run_dir.name
+    if ".failed-" in name:
+        return "superseded"  # kept when --retry-failed reran it
+    if ".interrupted-" in name:
+        return "interrupted"
+    return "current" if has_run_json else "incomplete"
+
+
+# ------------------------------------------------------------------ helpers
+def _read_json(path: Path) -> tuple[dict | None, str]:
+    try:
+        return json.loads(path.read_text()), ""
+    except FileNotFoundError:
+        return None, f"{path.name} missing"
+    except (OSError, json.JSONDecodeError) as exc:
+        return None, f"{path.name} unreadable: {exc}"
+
+
+def _colname(key: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in key)
+
+
+def _scalar(v):
+    if v is None or isinstance(v, bool | int | float | str):
+        return v
+    return json.dumps(v, sort_keys=True)
+
+
+def _flatten(d: dict, prefix: str = "") -> tuple[dict, dict]:
+    """Scalars of a nested dict (keys joined with _) and its lists (name -> list)."""
+    scalars, lists = {}, {}
+    for k, v in (d or {}).items():
+        name = f"{prefix}{_colname(str(k))}"
+        if isinstance(v, dict):
+            s, l2 = _flatten(v, name + "_")
+            scalars.update(s)
+            lists.update(l2)
+        elif isinstance(v, list):
+            lists[name] = v
+        else:
+            scalars[name] = v
+    return scalars, lists
+
+
+def _path_of(addr: str, addresses: dict) -> int | None:
+    for host in ("client", "server"):
+        addrs = addresses.get(host) or []
+        if addr in addrs:
+            return addrs.index(addr) + 1
+    return None
+
+
+def _tok(v) -> str | None:
+    if v is None or v == "" or (isinstance(v, float) and math.isnan(v)):
+        return None
+    if isinstance(v, str):
+        return v.lower() if not v.isdigit() else f"{int(v):08x}"
+    return f"{int(v):08x}"
+
+
+# ------------------------------------------------------------------ one run
+@dataclass
+class RunTables:
+    row: dict
+    tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+
+
+def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> RunTables:
+    """Every table's rows for one run dir."""
+    info, info_err = _read_json(run_dir / "run.json")
+    spec, _ = _read_json(run_dir / "spec.json")
+    result, result_err = _read_json(run_dir / "result.json")
+    attempt = _attempt(run_dir, info is not None)
+    row: dict = {
+        "run_id": run_id,
+        "campaign": campaign,
+        "run_dir": str(run_dir),
+        "attempt": attempt,
+    }
+    spec = spec or {}
+    cfg = spec.get("config") or {}
+    row["experiment"] = spec.get("experiment") or (info or {}).get("experiment")
+    row["variant"] = spec.get("variant") or (info or {}).get("variant") or run_dir.parent.name
+    row["repetition"] = spec.get("repetition", (info or {}).get("repetition"))
+    if row["repetition"] is None:
+        try:
+            row["repetition"] = int(run_dir.name.split(".")[0].removeprefix("rep-"))
+        except ValueError:
+            row["repetition"] = None
+    row["seed"] = spec.get("seed", (info or {}).get("seed"))
+    if info is not None:
+        row["status"] = info.get("status", "unknown")
+        row["reason"] = info.get("reason", "")
+        for k in ("started", "seconds", "boot_status", "git_commit", "timeout_s"):
+            row[k] = info.get(k)
+    elif attempt == "interrupted":
+        row["status"], row["reason"] = (
+            "interrupted",
+            "no run.json: left by an interrupted invocation",
+        )
+    else:
+        row["status"] = "incomplete"
+        row["reason"] = f"no run.json ({info_err}): still running, or its invocation was killed"
+    # variant keys and the resolved configuration that matters most
+    vkeys = spec.get("variant_keys") or {}
+    row["variant_keys"] = json.dumps(vkeys, sort_keys=True)
+    for k, v in vkeys.items():
+        row[_colname(k)] = _scalar(v)
+    kern = cfg.get("kernel") or {}
+    work = cfg.get("workload") or {}
+    row["topology"] = cfg.get("topology")
+    row["paths"] = "+".join(map(str, cfg.get("paths") or []))
+    row["mptcp"] = kern.get("mptcp")
+    row["scheduler"] = kern.get("scheduler") if kern.get("mptcp", True) else "tcp"
+    row["congestion_control"] = kern.get("congestion_control")
+    row["tcp_path"] = kern.get("tcp_path") if kern.get("mptcp") is False else None
+    row["workload"] = work.get("type")
+    row["warmup_ms"] = cfg.get("warmup")
+    tables: dict[str, pd.DataFrame] = {}
+    result = result or {}
+    row["result_status"] = result.get("status") if result else None
+    if result.get("status") not in (None, "ok"):
+        row["result_error"] = str(result.get("error", ""))[:2000]
+    if not result and info is not None and row["status"] == "ok":
+        row["result_error"] = result_err
+    # workload metrics: scalars as columns, lists as the series table
+    scalars, lists = _flatten(result.get("metrics") or {})
+    bg_scalars, bg_lists = _flatten(result.get("background") or {}, "bg_") if isinstance(
+        result.get("background"), dict) else ({}, {})  # fmt: skip
+    for k, v in {**scalars, **bg_scalars}.items():
+        row[k if k not in row else f"m_{k}"] = _scalar(v)
+    series = []
+    for name, values in {**lists, **bg_lists}.items():
+        for i, v in enumerate(values):
+            if isinstance(v, dict):
+                for kk, vv in _flatten(v)[0].items():
+                    series.append(
+                        (name, i, kk, _num(vv), None if _num(vv) is not None else _scalar(vv))
+                    )
+            else:
+                series.append((name, i, "", _num(v), None if _num(v) is not None else _scalar(v)))
+    if series:
+        tables["series"] = pd.DataFrame(series, columns=["metric", "idx", "field", "value", "text"])
+    marks = result.get("marks") or {}
+    t0 = marks.get("workload_start") or result.get("started") or row.get("started")
+    row["workload_start"] = marks.get("workload_start")
+    row["workload_end"] = marks.get("workload_end")
+    addresses = result.get("addresses") or {}
+    # kernel counters
+    kc = result.get("kernel") or {}
+    conns = pd.DataFrame(kc.get("connections") or [])
+    subs = pd.DataFrame(kc.get("subflows") or [])
+    if len(conns):
+        conns["token"] = [_tok(t) for t in conns["token"]]
+        tables["kernel_connections"] = conns.drop(columns=["event"], errors="ignore")
+    if len(subs):
+        subs["token"] = [_tok(t) for t in subs["token"]]
+        subs = subs[subs["token"].notna() & (subs["token"] != "00000000")]
+        tables["kernel_subflows"] = subs.drop(columns=["event"], errors="ignore")
+    row.update(_kernel_summary(conns, subs))
+    # time series from the samplers
+    for host in ("client", "server"):
+        for kind, table in (("subflows", "ss"), ("mptcp", "mptcp")):
+            df = _read_csv(run_dir / "traces" / f"{host}-{kind}.csv")
+            if df is None or not len(df):
+                continue
+            df.insert(0, "host", host)
+            df["t_rel"] = df["t"] - t0 if t0 else np.nan
+            df = _ss_columns(df, addresses) if table == "ss" else _mptcp_columns(df, addresses)
+            tables.setdefault(table, [])
+            tables[table].append(df)
+    for table in ("ss", "mptcp"):
+        if table in tables:
+            tables[table] = pd.concat(tables[table], ignore_index=True)
+    if "path_share_source" not in row and "ss" in tables:
+        row.update(_ss_path_share(tables["ss"]))
+    # packet captures
+    pcaps = sorted((run_dir / "traces").glob("*.pcap*")) if pcap else []
+    if pcaps and info is not None:
+        tables.update(_pcap_tables(pcaps, addresses, row))
+    for df in tables.values():
+        df.insert(0, "run_id", run_id)
+    return RunTables(row, tables)
+
+
+def _num(v):
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, int | float):
+        return float(v)
+    return None
+
+
+def _read_csv(path: Path) -> pd.DataFrame | None:
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    big = {c: "UInt64" for c in ("write_seq", "snd_una", "rcv_nxt", "pacing_rate", "bytes_acked",
+                                  "bytes_received", "bytes_sent", "bytes_retrans", "delivery_rate",
+                                  "mptcp_bytes_sent", "mptcp_bytes_reinjected", "bytes_reinjected")}  # fmt: skip
+    try:
+        head = pd.read_csv(path, nrows=0)
+        dtypes = {c: t for c, t in big.items() if c in head.columns}
+        dtypes.update({c: "string" for c in ("saddr", "daddr", "scheduler") if c in head.columns})
+        return pd.read_csv(path, dtype=dtypes)
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise IngestError(f"{path}: not a sampler CSV: {exc}") from None
+
+
+def _ss_columns(df: pd.DataFrame, addresses: dict) -> pd.DataFrame:
+    df["path"] = [_path_of(a, addresses) for a in df["saddr"]]
+    for col in ("srtt_us", "rttvar_us", "min_rtt_us"):
+        if col in df:
+            v = df[col].astype("float64")
+            df[col.replace("_us", "_ms")] = np.where(v >= 4294967295, np.nan, v / 1000)
+    if {"unacked", "sacked", "lost", "retrans"} <= set(df.columns):
+        # Linux tcp_packets_in_flight(): packets_out - (sacked_out + lost_out) + retrans_out
+        df["in_flight"] = df["unacked"] - df["sacked"] - df["lost"] + df["retrans"]
+    df["socket"] = (df["saddr"].astype(str) + ":" + df["sport"].astype(str) + ">" +
+                    df["daddr"].astype(str) + ":" + df["dport"].astype(str))  # fmt: skip
+    for c in ("token_loc", "token_rem"):
+        if c in df:
+            df[c] = [_tok(v) for v in df[c]]
+    # each socket's final volume (bytes acked or received), to find the data sockets
+    vol = pd.concat([df[c].astype("float64") for c in ("bytes_acked", "bytes_received") if c in df],
+                    axis=1).max(axis=1)  # fmt: skip
+    df["socket_bytes"] = vol.groupby(df["socket"]).transform("max")
+    return df
+
+
+def _mptcp_columns(df: pd.DataFrame, addresses: dict) -> pd.DataFrame:
+    df["token"] = [_tok(v) for v in df["token"]]
+    df["path"] = [_path_of(a, addresses) for a in df["saddr"]]
+    return df
+
+
+def _ss_path_share(ss: pd.DataFrame) -> dict:
+    """Per-path bytes from the sockets' last samples (plain TCP has no MPTCP counters)."""
+    out = {}
+    if "socket_bytes" not in ss or ss["path"].isna().all():
+        return out
+    best = None
+    for _host, g in ss.groupby("host"):
+        last = g.groupby("socket").agg(path=("path", "first"), vol=("socket_bytes", "max"))
+        per_path = last.groupby("path")["vol"].sum()
+        if best is None or per_path.sum() > best.sum():
+            best = per_path
+    if best is None or best.sum() <= 0:
+        return out
+    for p, v in best.items():
+        out[f"path{int(p)}_bytes"] = float(v)
+        out[f"path{int(p)}_share"] = float(v / best.sum())
+    out["path_share_source"] = "ss"
+    return out
+
+
+def _kernel_summary(conns: pd.DataFrame, subs: pd.DataFrame) -> dict:
+    """Run-level counters of the data connection (the one that sent the most)."""
+    out: dict = {}
+    if not len(conns) or "bytes_sent" not in conns:
+        return out
+    snd = conns.loc[conns["bytes_sent"].idxmax()]
+    rcv = conns.loc[conns["bytes_received"].idxmax()] if "bytes_received" in conns else None
+    out["k_token"] = snd["token"]
+    out["k_bytes_sent"] = float(snd["bytes_sent"])
+    out["k_bytes_reinjected"] = float(snd.get("bytes_reinjected", np.nan))
+    out["k_reinjected_share"] = (float(snd["bytes_reinjected"]) / float(snd["bytes_sent"])
+                                 if snd["bytes_sent"] else np.nan)  # fmt: skip
+    if rcv is not None:
+        out["k_bytes_received"] = float(rcv["bytes_received"])
+        out["k_ofo_bytes_max"] = float(rcv.get("ofo_bytes_max", np.nan))
+        out["k_ofo_segs_max"] = float(rcv.get("ofo_segs_max", np.nan))
+    if len(subs) and "token" in subs:
+        mine = subs[subs["token"] == snd["token"]]
+        out["k_tcp_retrans"] = float(mine["tcp_retrans"].sum()) if "tcp_retrans" in mine else np.nan
+        out["k_subflows"] = int((mine["bytes_sent"] > 0).sum())
+        total = float(mine["bytes_sent"].sum())
+        if "path" in mine and total > 0:
+            for p, g in mine.dropna(subset=["path"]).groupby("path"):
+                out[f"path{int(p)}_bytes"] = float(g["bytes_sent"].sum())
+                out[f"path{int(p)}_share"] = float(g["bytes_sent"].sum()) / total
+            out["path_share_source"] = "kernel"
+    return out
+
+
+def _pcap_tables(pcaps: list[Path], addresses: dict, row: dict) -> dict[str, pd.DataFrame]:
+    from . import pcap as pc
+
+    captures: dict[str, list] = {}
+    errors = []
+    for f in pcaps:
+        host = f.name.split(".")[0].rsplit("-", 1)[0] if "-" in f.name else "capture"
+        try:
+            captures.setdefault(host, []).append(pc.read(f))
+        except pc.PcapError as exc:
+            errors.append(str(exc))
+    if errors:
+        row["pcap_error"] = "; ".join(errors)[:2000]
+    if not captures:
+        return {}
+    res = pc.analyze(captures, addresses.get("client") or [], addresses.get("server") or [])
+    out = {}
+    if len(res.subflows):
+        out["pcap_subflows"] = res.subflows
+    if len(res.connections):
+        out["pcap_connections"] = res.connections
+        main = res.connections.sort_values("data_bytes", ascending=False).iloc[0]
+        row["pcap_data_bytes"] = float(main["data_bytes"])
+        row["pcap_ofo_bytes_max"] = float(main["ofo_bytes_max"])
+        row["pcap_ofo_segs_max"] = float(main["ofo_segs_max"])
+        for k in ("hol_delay_mean_ms", "hol_delay_p95_ms", "hol_delay_max_ms"):
+            row[f"pcap_{k}"] = float(main[k]) if main[k] is not None else np.nan
+        row["pcap_reinjected_bytes"] = float(main["reinjected_bytes"])
+        sf = res.subflows
+        snd = sf[(sf.conn == main["conn"]) & (sf.direction == main["direction"])]
+        if len(snd):
+            host = snd.groupby("host")["bytes_wire"].sum().idxmax()
+            row["pcap_retrans_segs"] = float(snd[snd.host == host]["retrans_segs"].sum())
+    row["pcap_packets"] = res.packets
+    if len(res.ofo):
+        out["pcap_ofo"] = res.ofo
+    return out
+
+
+# ------------------------------------------------------------------ the store
+@dataclass
+class IngestReport:
+    store: Path
+    read: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    runs: int = 0
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def store_dir(root: Path) -> Path:
+    return Path(root) / STORE
+
+
+def _load_index(store: Path) -> dict:
+    path = store / "index.json"
+    if not path.exists():
+        return {"schema": SCHEMA, "runs": {}, "next_part": 0}
+    try:
+        idx = json.loads(path.read_text())
+    except json.JSONDecodeError:
+        return {"schema": SCHEMA, "runs": {}, "next_part": 0}
+    if idx.get("schema") != SCHEMA:
+        return {"schema": SCHEMA, "runs": {}, "next_part": 0, "rebuild": True}
+    return idx
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except FileNotFoundError:
+        return None
+
+
+def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) -> IngestReport:
+    """Bring ``root``/analysis up to date with the run dirs below ``root``."""
+    started = time.monotonic()
+    root = Path(root)
+    campaigns = campaign_dirs(root)
+    store = store_dir(root)
+    store.mkdir(exist_ok=True)
+    index = _load_index(store)
+    if force or index.pop("rebuild", False):
+        for table in TABLES:
+            for f in (store / table).glob("*.parquet"):
+                f.unlink()
+        index = {"schema": SCHEMA, "runs": {}, "next_part": 0}
+    report = IngestReport(store)
+    seen: dict[str, tuple[Path, str, float | None]] = {}
+    for camp in campaigns:
+        cname = camp.name if camp == root else str(camp.relative_to(root))
+        for rd in run_dirs(camp):
+            rel = str(rd.relative_to(root))
+            seen[rel] = (rd, cname, _mtime(rd / "run.json"))
+    old = index["runs"]
+    todo = [rel for rel, (_rd, _c, m) in seen.items()
+            if rel not in old or m is None or old[rel].get("mtime") != m]  # fmt: skip
+    gone = [rel for rel in old if rel not in seen]
+    stale = set(todo) | set(gone)
+    stale_ids = {old[rel]["run_id"] for rel in stale if rel in old}
+    if stale_ids:
+        _drop_rows(store, stale_ids)
+    report.removed = len(gone)
+    report.unchanged = len(seen) - len(todo)
+    rows, parts = [], {}
+    for i, rel in enumerate(sorted(todo)):
+        rd, cname, mtime = seen[rel]
+        run_id = (
+            f"{cname}/{rd.parent.name}/{rd.name}" if cname != "." else f"{rd.parent.name}/{rd.name}"
+        )
+        try:
+            rt = read_run(rd, run_id, cname, pcap=pcap)
+        except Exception as exc:  # noqa: BLE001 - one bad run dir must not stop the ingest
+            report.errors.append(f"{rd}: {type(exc).__name__}: {exc}")
+            rt = RunTables({"run_id": run_id, "campaign": cname, "run_dir": str(rd),
+                            "attempt": _attempt(rd, mtime is not None), "variant": rd.parent.name,
+                            "status": "unreadable", "reason": f"ingest failed: {exc}"})  # fmt: skip
+        rows.append(rt.row)
+        for name, df in rt.tables.items():
+            parts.setdefault(name, []).append(df)
+        index["runs"][rel] = {"run_id": run_id, "mtime": mtime}
+        if progress:
+            progress(i + 1, len(todo))
+    for rel in gone:
+        index["runs"].pop(rel, None)
+    if rows:
+        parts["runs"] = [pd.DataFrame(rows)]
+    part_id = index.get("next_part", 0)
+    for name, dfs in parts.items():
+        df = pd.concat(dfs, ignore_index=True)
+        _write_part(store / name, f"part-{part_id:06d}.parquet", df)
+    index["next_part"] = part_id + 1
+    for name in TABLES:
+        _compact(store / name)
+    (store / "index.json").write_text(json.dumps(index, indent=1, sort_keys=True))
+    report.read = len(todo)
+    report.runs = len(seen)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _clean_for_parquet(df: pd.DataFrame) -> pd.DataFrame:
+    for c in df.columns:
+        if df[c].dtype == object:
+            kinds = {
+                type(v)
+                for v in df[c]
+                if v is not None and not (isinstance(v, float) and math.isnan(v))
+            }
+            if len(kinds) > 1 or (kinds and not kinds <= {str, bool}):
+                if kinds <= {int, float, bool}:
+                    df[c] = pd.to_numeric(df[c], errors="coerce")
+                else:
+                    df[c] = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+                             for v in df[c]]  # fmt: skip
+    return df
+
+
+def _write_part(table_dir: Path, name: str, df: pd.DataFrame) -> None:
+    table_dir.mkdir(parents=True, exist_ok=True)
+    tmp = table_dir / (name + ".tmp")
+    _clean_for_parquet(df).to_parquet(tmp, index=False)
+    tmp.rename(table_dir / name)
+
+
+def _drop_rows(store: Path, run_ids: set[str]) -> None:
+    for table in TABLES:
+        for f in sorted((store / table).glob("*.parquet")):
+            ids = pd.read_parquet(f, columns=["run_id"])["run_id"]
+            if ids.isin(run_ids).any():
+                df = pd.read_parquet(f)
+                df = df[~df["run_id"].isin(run_ids)]
+                if len(df):
+                    _write_part(store / table, f.name, df)
+                else:
+                    f.unlink()
+
+
+def _compact(table_dir: Path) -> None:
+    files = sorted(table_dir.glob("*.parquet"))
+    if len(files) <= MAX_PARTS:
+        return
+    df = pd.concat([pd.read_parquet(f) for f in files], ignore_index=True)
+    name = files[-1].name
+    _write_part(table_dir, name + ".merged", df)
+    for f in files:
+        f.unlink()
+    (table_dir / (name + ".merged")).rename(table_dir / name)
+
+
+# ------------------------------------------------------------------ reading
+def load_table(root: Path, table: str) -> pd.DataFrame:
+    """One table of the store as a DataFrame (empty if it has no rows)."""
+    if table not in TABLES:
+        raise IngestError(f"unknown table {table!r}; tables: {', '.join(TABLES)}")
+    files = sorted((store_dir(root) / table).glob("*.parquet"))
+    if not files:
+        return pd.DataFrame()
+    dfs = [pd.read_parquet(f) for f in files]
+    return pd.concat(dfs, ignore_index=True) if len(dfs) > 1 else dfs[0]
+
+
+def load_runs(root: Path, current_only: bool = True) -> pd.DataFrame:
+    """The runs table; by default only each run's current attempt."""
+    runs = load_table(root, "runs")
+    if len(runs) and current_only:
+        runs = runs[runs["attempt"].isin(["current", "incomplete"])].reset_index(drop=True)
+    return runs
+
+
+def connect(root: Path, read_only_views: bool = True):
+    """A DuckDB connection with a view per non-empty table of ``root``/analysis."""
+    import duckdb
+
+    con = duckdb.connect()
+    store = store_dir(root)
+    for table in TABLES:
+        if any((store / table).glob("*.parquet")):
+            pattern = str(store / table / "*.parquet").replace("'", "''")
+            con.execute(
+                f"CREATE VIEW {table} AS SELECT * FROM read_parquet('{pattern}', union_by_name=true)"
+            )
+        else:
+            con.execute(f"CREATE VIEW {table} AS SELECT NULL::VARCHAR AS run_id WHERE false")
+    return con
