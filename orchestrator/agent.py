@@ -30,6 +30,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -72,8 +73,26 @@ class Context:
         self._log.flush()
 
     def mark(self, name: str) -> None:
-        """Record a wall-clock instant (UML shares the host clock)."""
+        """Record a wall-clock instant (UML shares the host clock).  The
+        workload calls ``mark("workload_start")``: link events count from it."""
         self.marks[name] = time.time()
+        if name == "workload_start" and self.plan.events:
+            threading.Thread(target=self._apply_events, daemon=True).start()
+
+    def _apply_events(self) -> None:
+        start = self.marks["workload_start"]
+        for k, event in enumerate(sorted(self.plan.events, key=lambda e: e["at_ms"])):
+            time.sleep(max(0.0, start + event["at_ms"] / 1000 - time.time()))
+            link = self.net.links[event["link"]]
+            try:
+                self.net.change(link, event["a_to_b"], event["b_to_a"])
+                self.mark(f"event{k}")
+                self.log(
+                    f"event {k}: {link.a_dev}-{link.b_dev} changed at +{time.time() - start:.3f} s"
+                )
+            except Exception as exc:  # noqa: BLE001 - recorded; the run goes on
+                self.log(f"event {k} failed: {exc}")
+                self.marks[f"event{k}_failed"] = time.time()
 
 
 def _sha256(path: Path) -> str:

@@ -21,8 +21,8 @@ import traffic
 
 from .paths import REPO_ROOT
 from .runspec import RunSpec
-from .spec import ExperimentSpec, ProfileSpec, TopologySpec
-from .topology import plan
+from .spec import DirectionSpec, ExperimentSpec, ProfileSpec, TopologySpec
+from .topology import plan, plan_events
 from .yamlsrc import Source, SpecError, load
 
 TOPOLOGY_DIR = REPO_ROOT / "topologies"
@@ -260,6 +260,26 @@ class Catalog:
                 ("kernel", "scheduler"),
                 f"unknown scheduler {exp.kernel.scheduler!r}; allowed: {', '.join(schedulers)}",
             )
+        for i, event in enumerate(exp.events):
+            if event.profile and event.profile not in self.profiles:
+                allowed = ", ".join(sorted(self.profiles))
+                fail(
+                    ("events", i, "profile"),
+                    f"unknown link profile {event.profile!r}; allowed: {allowed}",
+                )
+            try:
+                DirectionSpec.model_validate({**DirectionSpec().model_dump(), **event.set})
+            except ValidationError as exc:
+                raise _errors(exc, src, prefix + ("events", i, "set")) from None
+            slot = event.link
+            if (
+                slot.startswith("path")
+                and slot[4:].isdigit()
+                and not 1 <= int(slot[4:]) <= topo.paths
+            ):
+                fail(
+                    ("events", i, "link"), f"topology {exp.topology!r} has path1..path{topo.paths}"
+                )
         if exp.kernel.tcp_path > topo.paths:
             fail(("kernel", "tcp_path"), f"must be between 1 and {topo.paths}")
         try:
@@ -341,9 +361,14 @@ class Catalog:
             topo = self.topologies[exp.topology]
             used = set(exp.paths) | {ln.shape for ln in topo.links if ln.shape in self.profiles}
             profiles = {p: self.profiles[p].model_dump(mode="json") for p in sorted(used)}
-            net_plan = plan(
-                topo, self.profiles, exp.paths, background=bool(exp.background)
-            ).to_json()
+            net_plan = plan(topo, self.profiles, exp.paths, background=bool(exp.background))
+            try:
+                plan_events(net_plan, exp.events, self.profiles, exp.paths)
+            except (KeyError, ValueError) as exc:
+                msg = exc.args[0] if isinstance(exc, KeyError) else str(exc).splitlines()[0]
+                where = src.where(prefix + ("events",))
+                raise SpecError(f"{where}: {'.'.join(prefix)}.events: {msg}") from None
+            net_plan = net_plan.to_json()
             reps = repetitions or exp.repetitions
             for rep in range(reps):
                 runs.append(

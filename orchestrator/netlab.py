@@ -160,10 +160,10 @@ def shape_commands(dev: str, shape: Shape, rtt_ms: float) -> list[list[str]]:
     # burst: at least two frames, and about 1 ms at line rate for high rates
     burst = max(2 * ETH_FRAME, int(rate * 1e6 / 8 / 1000))
     cmds.append(
-        ["tc", "qdisc", "add", "dev", dev, "parent", "1:1", "handle", "10:", "tbf"]
+        ["tc", "qdisc", "replace", "dev", dev, "parent", "1:1", "handle", "10:", "tbf"]
         + ["rate", f"{rate:g}mbit", "burst", str(burst), "limit", str(10 * burst)]
     )
-    leaf = ["tc", "qdisc", "add", "dev", dev, "parent", "10:1", "handle", "20:"]
+    leaf = ["tc", "qdisc", "replace", "dev", dev, "parent", "10:1", "handle", "20:"]
     q = shape.queue
     if shape.qdisc == "droptail":
         if q.packets is not None:
@@ -356,15 +356,22 @@ class Net:
             self.run(host, *cmd)
 
     def change(self, link: Link, a_to_b: Shape | None = None, b_to_a: Shape | None = None) -> None:
-        """Re-shape a built link (e.g. a rate drop at t=30 s)."""
-        if a_to_b is not None:
-            link.a_to_b = a_to_b
-            self.run(link.a, "tc", "qdisc", "del", "dev", link.a_dev, "root", check=False)
-            self._shape(link.a, link.a_dev, a_to_b, link.rtt_ms)
-        if b_to_a is not None:
-            link.b_to_a = b_to_a
-            self.run(link.b, "tc", "qdisc", "del", "dev", link.b_dev, "root", check=False)
-            self._shape(link.b, link.b_dev, b_to_a, link.rtt_ms)
+        """Re-shape a built link in place (e.g. a rate drop at t=30 s): the
+        qdiscs are replaced, so queued packets stay unless the discipline
+        itself changes.  Removing the rate limit of a link is not supported."""
+        for host, dev, shape, attr in (
+            (link.a, link.a_dev, a_to_b, "a_to_b"),
+            (link.b, link.b_dev, b_to_a, "b_to_a"),
+        ):
+            if shape is None:
+                continue
+            old = getattr(link, attr)
+            if old is not None and old.rate_mbit is not None and shape.rate_mbit is None:
+                raise ValueError(f"{dev}: a link change cannot remove the rate limit")
+            setattr(link, attr, shape)
+            self.batch(
+                host, "tc", [" ".join(c[1:]) for c in shape_commands(dev, shape, link.rtt_ms)]
+            )
 
     # -- MPTCP plumbing ------------------------------------------------
     def route_via(self, host: Host | str, dest: str, gateway: str) -> None:

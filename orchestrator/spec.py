@@ -217,6 +217,18 @@ class TracesSpec(Strict):
     snaplen: int = Field(128, ge=64)
 
 
+class LinkEventSpec(Strict):
+    """A change of a link at a given time of the run (e.g. a rate drop)."""
+
+    at: Duration = Field(ge=0, description="time after the workload starts")
+    link: str = Field(
+        description="pathN (a topology path slot) or 'a-b' (the link between nodes a and b)"
+    )
+    direction: Literal["both", "a_to_b", "b_to_a"] = "both"
+    profile: str | None = Field(None, description="switch to this profile (then apply `set`)")
+    set: dict = Field(default_factory=dict, description="link fields to change, e.g. {rate: 2mbit}")
+
+
 class ExperimentSpec(Strict):
     description: str = ""
     source: str = ""
@@ -233,5 +245,8 @@ class ExperimentSpec(Strict):
     warmup: Duration = Field(0.0, description="start of the run left out of the analysis")
     timeout: Duration = Field(300_000.0, gt=0, description="a run still going is killed")
     traces: TracesSpec = TracesSpec()
+    events: list[LinkEventSpec] = Field(
+        default_factory=list, description="link changes during the run"
+    )
     matrix: dict[str, list] = {}
     variants: list[dict] = []

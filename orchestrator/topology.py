@@ -47,6 +47,8 @@ class NetPlan:
     )  # node -> [(dest/32, via)]
     # host -> [(addr, interface index, gateway)] for hosts with several interfaces
     policy: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
+    # link changes during the run: {at_ms, link (index), a_to_b, b_to_a (Shape, or None: unchanged)}
+    events: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -67,10 +69,15 @@ class NetPlan:
 
         links = [PlannedLink(**{**ln, "a_to_b": shape(ln["a_to_b"]), "b_to_a": shape(ln["b_to_a"])})
                  for ln in data["links"]]  # fmt: skip
+        events = [
+            {**e, "a_to_b": shape(e["a_to_b"]), "b_to_a": shape(e["b_to_a"])}
+            for e in data.get("events", [])
+        ]
         return cls(
             hosts=data["hosts"],
             routers=data["routers"],
             links=links,
+            events=events,
             routes={k: [tuple(r) for r in v] for k, v in data["routes"].items()},
             policy={k: [tuple(e) for e in v] for k, v in data["policy"].items()},
         )
@@ -216,3 +223,38 @@ def mptcp_endpoints(p: NetPlan, client: str, server: str) -> dict[str, list[tupl
     if len(server_addrs) > 1:
         return {server: [(a, i, "signal") for i, a in enumerate(server_addrs) if i > 0]}
     return {client: [(a, i, "subflow") for i, a in enumerate(p.addresses(client)) if i > 0]}
+
+
+def find_link(p: NetPlan, name: str) -> int:
+    """Index of the link called ``pathN`` (its slot) or ``a-b`` (its two nodes)."""
+    for i, link in enumerate(p.links):
+        if link.label == name or name in (f"{link.a}-{link.b}", f"{link.b}-{link.a}"):
+            return i
+    slots = sorted({ln.label for ln in p.links if ln.label.startswith("path")})
+    raise KeyError(f"no link {name!r}; links: {', '.join(slots)} or 'a-b' for nodes a, b")
+
+
+def plan_events(p: NetPlan, events, profiles: dict, paths: list[str]) -> None:
+    """Resolve ``events`` (LinkEventSpec) into new shapes per direction, in
+    time order, each change building on the link's shape before it."""
+    current: dict[tuple[int, str], object] = {}
+    for event in sorted(events, key=lambda e: e.at):
+        i = find_link(p, event.link)
+        name = p.links[i].label
+        if name.startswith("path") and name[4:].isdigit():
+            name = paths[int(name[4:]) - 1]
+        source = event.profile or name
+        base_fwd, base_rev = profiles[source].directions() if source else (None, None)
+        out = {"at_ms": event.at, "link": i, "a_to_b": None, "b_to_a": None}
+        for attr, base in (("a_to_b", base_fwd), ("b_to_a", base_rev)):
+            if event.direction not in ("both", attr):
+                continue
+            start = current.get((i, attr), base) if not event.profile else base
+            if start is None:
+                raise ValueError(
+                    f"link {event.link!r} is unshaped: give `profile:` for its new shape"
+                )
+            new = type(start).model_validate({**start.model_dump(), **event.set})
+            current[(i, attr)] = new
+            out[attr] = asdict(new.to_shape())
+        p.events.append(out)

@@ -162,3 +162,51 @@ def test_quick_shortens_the_workload(tmp_path):
     run = cat.expand("mine", quick=True, repetitions=1)[0]
     assert run.config["workload"]["bytes"] == 1024 * 1024
     assert run.config["warmup"] == 0
+
+
+def test_link_events_resolve_to_new_shapes_in_time_order(tmp_path):
+    cat = Catalog.load(
+        campaign(
+            tmp_path,
+            GOOD
+            + """\
+  drop:
+    extends: mine
+    matrix: {}
+    variants: []
+    events:
+      - {at: 60s, link: path1, set: {loss: 0}}
+      - {at: 30s, link: path1, set: {rate: 2mbit}, direction: b_to_a}
+      - {at: 45s, link: r2c-r2s, profile: wlan}
+""",
+        )
+    )
+    events = cat.expand("drop", repetitions=1)[0].plan["events"]
+    assert [e["at_ms"] for e in events] == [30000, 45000, 60000]
+    first, second, third = events
+    assert first["a_to_b"] is None and first["b_to_a"]["rate_mbit"] == 2
+    assert second["a_to_b"]["rate_mbit"] == 25  # path2 (3g) becomes wlan
+    # the later change builds on the earlier one: the download direction keeps 2 Mbit/s
+    assert third["b_to_a"]["rate_mbit"] == 2 and third["b_to_a"]["loss_pct"] == 0
+    assert third["a_to_b"]["rate_mbit"] == 25 and third["a_to_b"]["loss_pct"] == 0
+
+
+def test_bad_link_events_are_reported(tmp_path):
+    base = GOOD + "  drop:\n    extends: mine\n    events:\n"
+    with pytest.raises(SpecError, match=r"events.0.link: topology 'two-path' has path1..path2"):
+        Catalog.load(campaign(tmp_path, base + "      - {at: 1s, link: path7}\n")).expand("drop")
+    with pytest.raises(SpecError, match=r"events: no link 'client-server'; links: path1, path2"):
+        Catalog.load(campaign(tmp_path, base + "      - {at: 1s, link: client-server}\n")).expand(
+            "drop"
+        )
+    with pytest.raises(SpecError, match=r"events.0.profile: unknown link profile 'warp'"):
+        Catalog.load(
+            campaign(tmp_path, base + "      - {at: 1s, link: path1, profile: warp}\n")
+        ).expand("drop")
+    with pytest.raises(
+        SpecError,
+        match=r"campaign.yaml:\d+: experiments.drop.events.0.set.rate: cannot read rate 'fast'",
+    ):
+        Catalog.load(
+            campaign(tmp_path, base + "      - {at: 1s, link: path1, set: {rate: fast}}\n")
+        ).expand("drop")

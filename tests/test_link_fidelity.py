@@ -4,7 +4,10 @@ Built with the real planner/builder (two-path topology) inside the booted
 kernel; the bottleneck profiles here are set per test.
 """
 
+import json
 import math
+import subprocess
+import sys
 
 import pytest
 
@@ -86,3 +89,29 @@ RESULT["ping"] = out
     lost = sent - received
     mean, sd = n * loss / 100, math.sqrt(n * loss / 100 * (1 - loss / 100))
     assert abs(lost - mean) <= 4 * sd, (lost, mean, sd)  # 4 sigma: flaky once in ~16000 runs
+
+
+def test_a_rate_drop_at_a_given_time_changes_the_goodput(tmp_path):
+    camp = tmp_path / "drop.yaml"
+    camp.write_text(
+        "profiles:\n"
+        "  clean: {rate: 20mbit, delay: 5ms, queue: 1 bdp}\n"
+        "experiments:\n"
+        "  drop:\n"
+        "    topology: two-path\n"
+        "    paths: [clean, clean]\n"
+        "    kernel: {mptcp: false, tcp_path: 1}\n"
+        "    workload: {type: bulk, duration: 8s}\n"
+        "    events:\n"
+        "      - {at: 4s, link: path1, set: {rate: 4mbit}}\n"
+    )
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(camp), "--out", str(out)],
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    result = json.loads((out / "drop" / "runs" / "base" / "rep-000" / "result.json").read_text())
+    assert "event0" in result["marks"]
+    per_100ms = result["metrics"]["interval_bytes"]
+    before = sum(per_100ms[10:35]) * 8 / 2.5 / 1e6  # 1.0-3.5 s
+    after = sum(per_100ms[50:75]) * 8 / 2.5 / 1e6  # 5.0-7.5 s
+    assert 17 < before < 20.5 and 3 < after < 4.5, (before, after)

@@ -23,7 +23,7 @@ def test_rate_limited_link_separates_delay_line_and_bottleneck_queue():
     )
     assert len(cmds) == 3
     assert "netem" in cmds[0] and "delay 12.5ms" in cmds[0]
-    assert "parent 1:1 handle 10: tbf rate 25mbit" in cmds[1]
+    assert "replace dev a-eth0 parent 1:1 handle 10: tbf rate 25mbit" in cmds[1]
     assert cmds[2].endswith("parent 10:1 handle 20: pfifo limit 100")
 
 
