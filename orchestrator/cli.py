@@ -78,6 +78,7 @@ class Progress:
         self.total = total
         self.started = time.monotonic()
         self.quiet = quiet
+        self.base = None
         self.bar = None
         if sys.stdout.isatty() and not quiet:
             from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
@@ -98,7 +99,9 @@ class Progress:
             return
         if self.quiet and outcome.status == "ok":
             return
-        eta = elapsed / max(1, done) * (total - done)
+        if self.base is None:  # runs finished in earlier invocations do not count for the ETA
+            self.base = done - 1
+        eta = elapsed / max(1, done - self.base) * (total - done)
         print(f"[{done:4}/{total}] {outcome.status:8} {outcome.run_id:40} {outcome.seconds:6.1f} s"
               f"  failed {failed}  eta {eta / 60:5.1f} min"
               + (f"  ({outcome.reason})" if outcome.status != "ok" else ""), flush=True)  # fmt: skip
