@@ -26,6 +26,8 @@ Size = Annotated[int, BeforeValidator(units.size_bytes)]
 Percent = Annotated[float, BeforeValidator(units.percent)]
 
 QDISC = Literal["droptail", "red", "codel", "fq_codel"]
+# built into the kernel (kernel/config/mptlab.config); Linux 6.1 has no MPTCP coupled CC (LIA/OLIA)
+CongestionControl = Literal["reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "dctcp"]
 JitterDistribution = Literal[JITTER_DISTRIBUTIONS]  # type: ignore[valid-type]
 
 
@@ -192,7 +194,7 @@ class PathManagerSpec(Strict):
 class KernelSpec(Strict):
     scheduler: str = "default"
     scheduler_params: dict[str, int | float | str] = {}
-    congestion_control: str = "cubic"
+    congestion_control: CongestionControl = "cubic"
     mptcp: bool = Field(True, description="false: single-path TCP baseline on tcp_path")
     tcp_path: int = Field(1, ge=1)
     rmem: Size | None = Field(None, description="max receive buffer (tcp_rmem[2], rmem_max)")

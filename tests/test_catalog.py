@@ -210,3 +210,13 @@ def test_bad_link_events_are_reported(tmp_path):
         Catalog.load(
             campaign(tmp_path, base + "      - {at: 1s, link: path1, set: {rate: fast}}\n")
         ).expand("drop")
+
+
+def test_unknown_congestion_control_lists_the_built_in_ones(tmp_path):
+    text = GOOD.replace(
+        "    repetitions: 3\n", "    repetitions: 3\n    kernel: {congestion_control: olia}\n"
+    )
+    with pytest.raises(
+        SpecError, match=r"kernel.congestion_control: value not allowed: .*'reno', 'cubic', 'bbr'"
+    ):
+        Catalog.load(campaign(tmp_path, text)).expand("mine")
