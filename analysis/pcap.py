@@ -558,7 +558,7 @@ class PcapResult:
 
 SUBFLOW_COLUMNS = ["host", "conn", "subflow", "saddr", "sport", "daddr", "dport", "direction", "path",
                    "packets", "data_packets", "bytes_wire", "bytes_unique", "bytes_mapped",
-                   "retrans_segs", "retrans_bytes", "reinjected_bytes", "first_ts", "last_ts"]  # fmt: skip
+                   "retrans_segs", "retrans_bytes", "reinjected_bytes", "fin_seen", "first_ts", "last_ts"]  # fmt: skip
 CONNECTION_COLUMNS = ["conn", "token_a", "token_b", "direction", "sender", "receiver", "subflows",
                       "data_bytes", "reinjected_bytes", "ofo_bytes_max", "ofo_segs_max",
                       "hol_bytes", "hol_delay_mean_ms", "hol_delay_p95_ms", "hol_delay_max_ms",
@@ -875,7 +875,8 @@ def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[di
                    "bytes_wire": int(pay.sum()), "bytes_unique": _union_bytes(s, e),
                    "bytes_mapped": int(pay[data][dseq >= 0].sum()),
                    "retrans_segs": int(retrans.sum()), "retrans_bytes": int(rb.sum()),
-                   "reinjected_bytes": 0, "first_ts": float(pk.ts[idx[0]]),
+                   "reinjected_bytes": 0, "fin_seen": bool((pk.flags[idx] & (FIN | RST)).any()),
+                   "first_ts": float(pk.ts[idx[0]]),
                    "last_ts": float(pk.ts[idx[-1]])}  # fmt: skip
             rows.append(row)
             first_tx = ~retrans & (dseq >= 0)

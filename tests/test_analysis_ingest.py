@@ -1,0 +1,206 @@
+"""Ingest of real run dirs (tests/data/analysis/results: trimmed copies of a short
+campaign on the mptlab kernel, a timed-out run retried with --retry-failed,
+and a run with packet captures), incremental re-ingest, DuckDB queries."""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from analysis import ingest
+
+DATA = Path(__file__).parent / "data" / "analysis" / "results"
+
+
+@pytest.fixture
+def results(tmp_path):
+    dst = tmp_path / "results"
+    shutil.copytree(DATA, dst)
+    return dst
+
+
+def _result(run_dir: Path) -> dict:
+    return json.loads((run_dir / "result.json").read_text())
+
+
+def test_every_run_dir_becomes_one_row_with_its_variant_keys_and_metrics(results):
+    rep = ingest.ingest(results, pcap=False)
+    assert rep.errors == []
+    all_dirs = [r for c in ingest.campaign_dirs(results) for r in ingest.run_dirs(c)]
+    assert rep.read == rep.runs == len(all_dirs) == 9
+    runs = ingest.load_table(results, "runs")
+    assert len(runs) == 9 and runs["run_id"].is_unique
+    fx = runs[runs["campaign"] == "fixture"].set_index("run_id")
+    assert sorted(fx["variant"].unique()) == ["scheduler=blest", "scheduler=minrtt", "tcp-wlan"]
+    blest = fx.loc["fixture/scheduler=blest/rep-001"]
+    assert (
+        blest["kernel_scheduler"] == "blest"
+        and blest["scheduler"] == "blest"
+        and bool(blest["mptcp"])
+    )
+    tcp = fx.loc["fixture/tcp-wlan/rep-000"]
+    assert (
+        bool(tcp["kernel_mptcp"]) is False
+        and tcp["kernel_tcp_path"] == 1
+        and tcp["scheduler"] == "tcp"
+    )
+    # workload metrics are copied as they are
+    res = _result(Path(blest["run_dir"]))
+    for k in ("goodput_mbps", "bytes_received", "duration_s", "retransmits"):
+        assert blest[k] == pytest.approx(res["metrics"][k])
+    # list metrics go to the series table
+    series = ingest.load_table(results, "series")
+    ib = series[(series["run_id"] == blest.name) & (series["metric"] == "interval_bytes")]
+    assert ib.sort_values("idx")["value"].tolist() == [
+        float(v) for v in res["metrics"]["interval_bytes"]
+    ]
+
+
+def test_kernel_counters_of_the_data_connection(results):
+    ingest.ingest(results, pcap=False)
+    runs = ingest.load_table(results, "runs").set_index("run_id")
+    row = runs.loc["fixture/scheduler=minrtt/rep-000"]
+    k = _result(Path(row["run_dir"]))["kernel"]
+    sender = max(k["connections"], key=lambda c: c["bytes_sent"])
+    receiver = max(k["connections"], key=lambda c: c["bytes_received"])
+    assert row["k_bytes_sent"] == sender["bytes_sent"]
+    assert row["k_bytes_reinjected"] == sender["bytes_reinjected"]
+    assert row["k_ofo_bytes_max"] == receiver["ofo_bytes_max"] > 0
+    subs = [s for s in k["subflows"] if s["token"] == sender["token"]]
+    per_path = {p: sum(s["bytes_sent"] for s in subs if s["path"] == p) for p in (1, 2)}
+    assert row["path1_bytes"] == per_path[1] and row["path2_bytes"] == per_path[2]
+    assert row["path1_share"] + row["path2_share"] == pytest.approx(1.0)
+    assert row["path_share_source"] == "kernel"
+    assert row["k_tcp_retrans"] == sum(s["tcp_retrans"] for s in subs)
+    # single-path TCP: no MPTCP counters, the share comes from the sampled sockets
+    tcp = runs.loc["fixture/tcp-wlan/rep-001"]
+    assert pd.isna(tcp.get("k_ofo_bytes_max")) and tcp["path_share_source"] == "ss"
+    assert tcp["path1_share"] > 0.99
+
+
+def test_failed_runs_are_kept_with_status_and_reason(results):
+    ingest.ingest(results, pcap=False)
+    runs = ingest.load_table(results, "runs").set_index("run_id")
+    cur = runs.loc["fixture-fail/scheduler=blest/rep-000"]
+    old = runs.loc["fixture-fail/scheduler=blest/rep-000.failed-1"]
+    info = json.loads((Path(cur["run_dir"]) / "run.json").read_text())
+    assert cur["status"] == info["status"] != "ok" and cur["reason"] == info["reason"] != ""
+    assert cur["attempt"] == "current" and old["attempt"] == "superseded"
+    assert old["status"] != "ok"
+    # load_runs keeps the current attempt only
+    current = ingest.load_runs(results)
+    assert "fixture-fail/scheduler=blest/rep-000" in set(current["run_id"])
+    assert "fixture-fail/scheduler=blest/rep-000.failed-1" not in set(current["run_id"])
+
+
+def test_an_unfinished_run_dir_is_listed_as_incomplete(results):
+    rd = results / "fixture" / "runs" / "scheduler=blest" / "rep-002"
+    rd.mkdir()
+    (rd / "spec.json").write_text(
+        (results / "fixture/runs/scheduler=blest/rep-000/spec.json").read_text()
+    )
+    ingest.ingest(results, pcap=False)
+    runs = ingest.load_table(results, "runs").set_index("run_id")
+    row = runs.loc["fixture/scheduler=blest/rep-002"]
+    assert row["status"] == "incomplete" and "no run.json" in row["reason"]
+
+
+def test_time_series_tables(results):
+    ingest.ingest(results, pcap=False)
+    ss = ingest.load_table(results, "ss")
+    mp = ingest.load_table(results, "mptcp")
+    run = "fixture/scheduler=blest/rep-000"
+    s = ss[ss["run_id"] == run]
+    assert {
+        "t",
+        "t_rel",
+        "host",
+        "path",
+        "cwnd",
+        "srtt_ms",
+        "in_flight",
+        "total_retrans",
+        "socket",
+    } <= set(s.columns)
+    assert set(s["path"].dropna()) == {1, 2}
+    # in flight = unacked - sacked - lost + retrans (Linux tcp_packets_in_flight)
+    assert (s["in_flight"] == s["unacked"] - s["sacked"] - s["lost"] + s["retrans"]).all()
+    assert (s["srtt_ms"].dropna() == s["srtt_us"][s["srtt_ms"].notna()] / 1000).all()
+    m = mp[mp["run_id"] == run]
+    assert m["ofo_bytes"].max() > 0 and m["token"].str.fullmatch("[0-9a-f]{8}").all()
+    # the receiver's samples never exceed the final kernel maximum
+    runs = ingest.load_table(results, "runs").set_index("run_id")
+    assert m["ofo_bytes"].max() <= runs.loc[run, "k_ofo_bytes_max"]
+
+
+def test_reingest_reads_only_new_or_changed_run_dirs(results):
+    first = ingest.ingest(results, pcap=False)
+    assert first.read == 9
+    before = (ingest.load_table(results, "ss")["run_id"] == "fixture/tcp-wlan/rep-000").sum()
+    again = ingest.ingest(results, pcap=False)
+    assert (again.read, again.unchanged, again.removed) == (0, 9, 0)
+    # a rerun of one run (new run.json) and a vanished run dir
+    rj = results / "fixture" / "runs" / "tcp-wlan" / "rep-000" / "run.json"
+    info = json.loads(rj.read_text())
+    info["status"], info["reason"] = "failed", "injected by the test"
+    rj.write_text(json.dumps(info))
+    os.utime(rj, (rj.stat().st_atime, rj.stat().st_mtime + 10))
+    shutil.rmtree(results / "fixture" / "runs" / "scheduler=minrtt" / "rep-001")
+    third = ingest.ingest(results, pcap=False)
+    assert (third.read, third.removed) == (1, 1)
+    runs = ingest.load_table(results, "runs").set_index("run_id")
+    assert len(runs) == 8 and runs.index.is_unique
+    assert runs.loc["fixture/tcp-wlan/rep-000", "status"] == "failed"
+    assert "fixture/scheduler=minrtt/rep-001" not in runs.index
+    ss = ingest.load_table(results, "ss")
+    assert "fixture/scheduler=minrtt/rep-001" not in set(ss["run_id"])
+    assert (
+        (ss["run_id"] == "fixture/tcp-wlan/rep-000").sum() == before > 0
+    )  # re-read, not duplicated
+
+
+def test_duckdb_query_over_the_tables(results):
+    ingest.ingest(results, pcap=False)
+    con = ingest.connect(results)
+    rows = con.execute(
+        "SELECT variant, count(*) AS n, avg(goodput_mbps) AS g FROM runs "
+        "WHERE campaign = 'fixture' GROUP BY variant ORDER BY variant"
+    ).fetchall()
+    runs = ingest.load_table(results, "runs")
+    fx = runs[runs["campaign"] == "fixture"]
+    expect = fx.groupby("variant")["goodput_mbps"].agg(["count", "mean"])
+    assert [(v, n) for v, n, _ in rows] == [(v, int(c)) for v, c in expect["count"].items()]
+    for v, _n, g in rows:
+        assert g == pytest.approx(expect.loc[v, "mean"])
+    joined = con.execute(
+        "SELECT r.variant, max(s.cwnd) FROM ss s JOIN runs r USING (run_id) GROUP BY 1"
+    ).fetchall()
+    assert len(joined) >= 3
+
+
+def test_mptlab_query_command(results):
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "query", "-d", str(results), "--no-pcap", "--format", "csv",
+         "SELECT run_id, status FROM runs WHERE status <> 'ok' ORDER BY run_id"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.strip().splitlines()
+    assert lines[0] == "run_id,status" and len(lines) == 3
+    assert all("fixture-fail" in line for line in lines[1:])
+    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", "-d", str(results),
+                          "SELECT nope FROM runs"], capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode == 2 and "nope" in bad.stderr
+
+
+def test_missing_dir_is_a_clear_error(tmp_path):
+    with pytest.raises(ingest.IngestError, match="no such directory"):
+        ingest.ingest(tmp_path / "nope")
+    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "ingest", str(tmp_path / "nope")],
+                       capture_output=True, text=True)  # fmt: skip
+    assert p.returncode == 2 and "no such directory" in p.stderr
