@@ -380,7 +380,13 @@ def _pcap_tables(pcaps: list[Path], addresses: dict, row: dict) -> dict[str, pd.
         sf = res.subflows
         snd = sf[(sf.conn == main["conn"]) & (sf.direction == main["direction"])]
         if len(snd):
-            host = snd.groupby("host")["bytes_wire"].sum().idxmax()
+            # retransmissions are seen at the sender (a lost original never reaches the receiver)
+            want = {"s2c": "server", "c2s": "client"}.get(main["direction"])
+            host = (
+                want
+                if want in set(snd["host"])
+                else snd.groupby("host")["bytes_wire"].sum().idxmax()
+            )
             row["pcap_retrans_segs"] = float(snd[snd.host == host]["retrans_segs"].sum())
     row["pcap_packets"] = res.packets
     if len(res.ofo):

@@ -177,7 +177,7 @@ def _walk_pcapng(buf, path: str):
     """Enhanced packet blocks of a pcapng file: (offsets, interface ids, per-interface
     (linktype, seconds per tick), byte order per packet)."""
     offs = array("q")
-    ifaces = array("l")
+    ifaces = array("q")
     iface_info: list[tuple[int, float]] = []
     base = 0  # index of this section's first interface in iface_info
     off, n = 0, len(buf)
@@ -220,7 +220,7 @@ def _walk_pcapng(buf, path: str):
     if endian == ">":
         raise PcapError(f"{path}: big-endian pcapng is not supported")
     return (np.frombuffer(offs, np.int64) if len(offs) else np.zeros(0, np.int64),
-            np.frombuffer(ifaces, np.int32) if len(ifaces) else np.zeros(0, np.int32),
+            np.frombuffer(ifaces, np.int64) if len(ifaces) else np.zeros(0, np.int64),
             iface_info)  # fmt: skip
 
 
@@ -695,6 +695,16 @@ def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
                 init_key = d["syn_key"][1]
         if not (init_key or resp_key or d["dsn"]):
             continue  # e.g. an MP_CAPABLE SYN that fell back to TCP
+        if not (init_key or resp_key):
+            hit = _match_by_dsn(conns, d)  # handshake not captured: same data sequence space?
+            if hit is not None:
+                conns[hit[0]]["subflows"][t] = d["init"]
+                for ep, (lo_v, hi_v) in d["dsn"].items():
+                    old = conns[hit[0]]["dsn"].get(ep)
+                    conns[hit[0]]["dsn"][ep] = (
+                        (min(lo_v, old[0]), max(hi_v, old[1])) if old else (lo_v, hi_v)
+                    )
+                continue
         ver = d.get("ver", 1)
         ta = key_token(init_key, ver) if init_key else None
         tb = key_token(resp_key, ver) if resp_key else None
