@@ -97,7 +97,7 @@ def cmd_stats(args) -> int:
     root = _dir(args.dir)
     if not args.no_ingest:
         ingest.ingest(root, pcap=not args.no_pcap)
-    runs = ingest.load_runs(root)
+    runs = stats.qualify_variants(ingest.load_runs(root))
     if not len(runs):
         raise SpecError(f"{root}: no runs")
     if args.by not in runs:

@@ -125,6 +125,8 @@ def _variant_order(runs: pd.DataFrame, campaigns: list[tuple[str, dict]], by: st
     for _name, camp in campaigns:
         for run_id in camp.get("order", []):
             v = run_id.rsplit("/", 1)[0]
+            if len(campaigns) > 1 and camp.get("experiment"):
+                v = f"{camp['experiment'][0]}:{v}"
             if v not in order:
                 order.append(v)
     # matrix variants first (as the experiment lists them), then named ones
@@ -161,6 +163,7 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
         raise ValueError(
             f"{root}: no run dirs found (expected runs/<variant>/rep-NNN below a campaign dir)"
         )
+    all_runs = stats.qualify_variants(all_runs)
     runs = all_runs[all_runs["attempt"].isin(["current", "incomplete"])].reset_index(drop=True)
     if by not in runs:
         raise ValueError(f"--by {by!r} is not a column of the runs table; e.g. variant, scheduler, "
@@ -213,14 +216,11 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     # ---- summary
     parts.append("<h2 id='summary'>Summary statistics</h2>")
     summ = stats.summarize(runs, stats.metric_columns(ok), by=by)
-    rows, first = [], []
-    for m, sub in summ.groupby("metric", sort=False):
-        for k, (_, r) in enumerate(sub.iterrows()):
-            first.append(k == 0)
-            rows.append([f"<b>{esc(m)}</b>" if k == 0 else "", esc(r[by]), str(r["n"]), fmt(r["mean"]),
-                         fmt(r["median"]), fmt(r["std"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"])  # fmt: skip
-    parts.append(table(["metric", by, "n", "mean", "median", "sd", "95 % CI of the mean"], rows, left=2,
-                       row_class=lambda i: "first" if first[i] else ""))  # fmt: skip
+    key = summ[summ["metric"].isin(fmetrics)]
+    if len(key):
+        parts.append("<h3>Key metrics</h3>" + _summary_table(key, by))
+    parts.append(f"<details><summary>All {summ['metric'].nunique()} metrics</summary>"
+                 f"{_summary_table(summ, by)}</details>")  # fmt: skip
     # ---- comparisons
     if ref is not None and fmetrics:
         parts.append(f"<h2 id='compare'>Against the reference <code>{esc(ref)}</code></h2>")
@@ -283,6 +283,17 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(parts))
     return out
+
+
+def _summary_table(summ: pd.DataFrame, by: str) -> str:
+    rows, first = [], []
+    for m, sub in summ.groupby("metric", sort=False):
+        for k, (_, r) in enumerate(sub.iterrows()):
+            first.append(k == 0)
+            rows.append([f"<b>{esc(m)}</b>" if k == 0 else "", esc(r[by]), str(r["n"]), fmt(r["mean"]),
+                         fmt(r["median"]), fmt(r["std"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"])  # fmt: skip
+    return table(["metric", by, "n", "mean", "median", "sd", "95 % CI of the mean"], rows, left=2,
+                 row_class=lambda i: "first" if first[i] else "")  # fmt: skip
 
 
 def _reps_section(ok: pd.DataFrame, metric: str, by: str) -> str:

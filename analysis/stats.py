@@ -224,6 +224,15 @@ def metric_columns(runs: pd.DataFrame) -> list[str]:
     return sorted(cols, key=rank)
 
 
+def qualify_variants(runs: pd.DataFrame) -> pd.DataFrame:
+    """With runs of several experiments, name variants ``experiment:variant`` so
+    that same-named variants of different experiments are never pooled."""
+    if len(runs) and "experiment" in runs and runs["experiment"].nunique(dropna=True) > 1:
+        runs = runs.copy()
+        runs["variant"] = runs["experiment"].astype(str) + ":" + runs["variant"].astype(str)
+    return runs
+
+
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
     """Runs that count for statistics: the current attempt, status ok."""
     if not len(runs):

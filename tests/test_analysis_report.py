@@ -1,0 +1,91 @@
+"""mptlab report: the HTML report of real run dirs, rendered by headless Chromium.
+
+The screenshot must show the report's tables and figures: table header
+shading, the blue of the bar charts, the red of the failed-runs list, in the
+places the DOM puts them, and not an error page."""
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from matplotlib import image
+
+DATA = Path(__file__).parent / "data" / "analysis" / "results"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+HEADER = (0xEE, 0xF2, 0xF6)  # th background
+BAR_BLUE = (31, 119, 180)  # matplotlib tab:blue (bars, first variant)
+BAD_RED = (0xB4, 0x23, 0x18)  # failed status text
+
+
+@pytest.fixture(scope="module")
+def report(tmp_path_factory):
+    results = tmp_path_factory.mktemp("r") / "results"
+    shutil.copytree(DATA, results)
+    out = results / "report.html"
+    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(results), "--out", str(out),
+                        "--metric", "goodput_mbps"], capture_output=True, text=True)  # fmt: skip
+    assert p.returncode == 0, p.stderr
+    return out
+
+
+def chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
+    if CHROMIUM is None:
+        pytest.fail(
+            "chromium is not installed (scripts/install-deps.sh installs Debian's chromium)"
+        )
+    profile = tmp / "profile"
+    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+           "--disable-background-networking", "--disable-component-update", "--disable-sync",
+           f"--user-data-dir={profile}", *args]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+
+def count(img: np.ndarray, rgb: tuple, tol: int = 6) -> int:
+    return int((np.abs(img[:, :, :3].astype(int) - np.array(rgb)) <= tol).all(axis=2).sum())
+
+
+def test_the_report_is_self_contained_and_lists_everything(report):
+    text = report.read_text()
+    assert "src='http" not in text and 'src="http' not in text and "<script" not in text
+    assert text.count("data:image/png;base64,") >= 4  # bar, box, CDF, path share, time series
+    for want in ("Summary statistics", "Failed runs", "Provenance", "fixture-fail/scheduler=blest/rep-000",
+                 "killed after", "superseded", "kernel patches", "guest-provenance" if False else "iperf3"):  # fmt: skip
+        assert want in text, want
+    assert "n=2" in text or ">2<" in text
+    assert (report.parent / "figures" / "bar-goodput_mbps.pdf").stat().st_size > 1000
+
+
+def test_chromium_renders_tables_and_figures(report, tmp_path):
+    dom = chromium(["--dump-dom", report.as_uri()], tmp_path)
+    assert dom.returncode == 0, dom.stderr[-2000:]
+    assert dom.stdout.count("<table") >= 5 and dom.stdout.count("<img") >= 4
+    shot = tmp_path / "shot.png"
+    p = chromium(
+        [f"--screenshot={shot}", "--window-size=1280,5200", "--hide-scrollbars", report.as_uri()],
+        tmp_path,
+    )
+    assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]
+    img = (image.imread(shot) * 255).round().astype(np.uint8)
+    h, w = img.shape[:2]
+    assert (h, w) == (5200, 1280)
+    ink = (img[:, :, :3] < 200).any(axis=2)
+    assert ink.mean() > 0.02, "the page is (nearly) blank"
+    # content all the way down the first screens: no short error page
+    rows_with_ink = ink.any(axis=1)
+    assert rows_with_ink[: h // 2].mean() > 0.3
+    # tables: header shading on many rows; figures: a good amount of bar blue
+    assert count(img, HEADER) > 5000
+    assert count(img, BAR_BLUE) > 3000
+    assert count(img, BAD_RED, tol=20) > 30
+    # the figures sit below the tables (the order of the DOM), not on top of them
+    blue_rows = np.nonzero(
+        (np.abs(img[:, :, :3].astype(int) - BAR_BLUE) <= 6).all(axis=2).any(axis=1)
+    )[0]
+    header_rows = np.nonzero(
+        (np.abs(img[:, :, :3].astype(int) - HEADER) <= 6).all(axis=2).any(axis=1)
+    )[0]
+    assert header_rows.min() < blue_rows.min()
