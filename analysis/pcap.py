@@ -626,6 +626,26 @@ def _subflow_ids(pk: Packets):
     return lo, hi, a
 
 
+def _flows(pk: Packets) -> dict:
+    """The packets of each 4-tuple, grouped once per capture (sorted, not a scan per flow):
+    {"a": sending endpoint per packet, "sel": {(lo, hi): packet indices in time order}}."""
+    cached = pk.__dict__.get("_flows")
+    if cached is not None:
+        return cached
+    lo, hi, a = _subflow_ids(pk)
+    key = lo * np.uint64(0x9E3779B97F4A7C15) ^ hi
+    codes, uniq = pd.factorize(key)
+    order = np.argsort(codes, kind="stable")
+    bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
+    sel = {}
+    for k in range(len(uniq)):
+        idx = order[bounds[k] : bounds[k + 1]]
+        sel[(int(lo[idx[0]]), int(hi[idx[0]]))] = idx
+    out = {"a": a, "sel": sel}
+    pk.__dict__["_flows"] = out
+    return out
+
+
 def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
     """Group subflows (4-tuples) into MPTCP connections.
 
@@ -638,16 +658,13 @@ def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
     for pk in hosts.values():
         if not len(pk):
             continue
-        lo, hi, a = _subflow_ids(pk)
-        key = lo * np.uint64(0x9E3779B97F4A7C15) ^ hi
-        codes, uniq = pd.factorize(key)
-        for k in range(len(uniq)):
-            sel = np.nonzero(codes == k)[0]
-            t = (int(lo[sel[0]]), int(hi[sel[0]]))
+        fl = _flows(pk)
+        a = fl["a"]
+        for t, sel in fl["sel"].items():
             d = tuples.setdefault(t, {"init": None, "ka": 0, "kb": 0, "token": 0, "mp": False,
                                       "dsn": {}, "payload": {}})  # fmt: skip
-            fl = pk.flags[sel]
-            syn = np.nonzero((fl & (SYN | ACK)) == SYN)[0]
+            flags = pk.flags[sel]
+            syn = np.nonzero((flags & (SYN | ACK)) == SYN)[0]
             if len(syn) and d["init"] is None:
                 d["init"] = int(a[sel[syn[0]]])
             mps = pk.mp_sub[sel]
@@ -796,21 +813,16 @@ def _receiver_host(hosts, info, direction, host_addrs) -> str | None:
 
 
 def _per_subflow(pk: Packets, conns: dict):
-    """(conn id, subflow index, 4-tuple, packet indices) for every MPTCP subflow in pk."""
+    """(conn id, subflow index, 4-tuple, packet indices, sending endpoints) for every
+    MPTCP subflow of ``conns`` in pk."""
     if not len(pk):
         return
-    lo, hi, a = _subflow_ids(pk)
-    key = lo * np.uint64(0x9E3779B97F4A7C15) ^ hi
-    codes, uniq = pd.factorize(key)
-    order = np.argsort(codes, kind="stable")
-    bounds = np.searchsorted(codes[order], np.arange(len(uniq) + 1))
-    for k in range(len(uniq)):
-        sel = order[bounds[k] : bounds[k + 1]]
-        t = (int(lo[sel[0]]), int(hi[sel[0]]))
-        for cid, c in conns.items():
-            if t in c["subflows"]:
-                yield cid, list(c["subflows"]).index(t), t, sel, a
-                break
+    fl = _flows(pk)
+    for cid, c in conns.items():
+        for sfi, t in enumerate(c["subflows"]):
+            sel = fl["sel"].get(t)
+            if sel is not None:
+                yield cid, sfi, t, sel, fl["a"]
 
 
 def _direction_packets(pk: Packets, sel: np.ndarray, a: np.ndarray, ep: int):
@@ -1031,3 +1043,56 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
     ofo = pd.DataFrame({"t": edges, "ofo_bytes": level.astype(np.int64),
                         "ofo_bytes_max": mx.astype(np.int64), "hol_delay_max_ms": hol})  # fmt: skip
     return row, ofo
+
+
+def run_captures(run_dir: Path) -> dict[str, list[Packets]]:
+    """A run dir's captures by host (files ``traces/<host>-<dev>.pcap``)."""
+    caps: dict[str, list[Packets]] = {}
+    for f in sorted((Path(run_dir) / "traces").glob("*.pcap*")):
+        host = f.name.split(".")[0].rsplit("-", 1)[0] if "-" in f.name else "capture"
+        caps.setdefault(host, []).append(read(f))
+    return caps
+
+
+def kernel_agreement(run_dir: Path) -> dict:
+    """The captures of a run against its kernel counters (result.json).
+
+    Per data subflow (kernel bytes_sent >= 10 kB of the sending connection):
+    kernel bytes and TCP retransmissions, the capture's unique subflow bytes
+    (best capture host) and retransmitted segments (sender's capture), and
+    whether a FIN or RST of the subflow was captured; and the receiver's OFO
+    maximum from the kernel and from the reconstruction.  A capture can only
+    miss packets (tcpdump loses what is still in its buffer when stopped), so
+    the capture's counts are at most the kernel's.
+    """
+    import json
+
+    run_dir = Path(run_dir)
+    res_json = json.loads((run_dir / "result.json").read_text())
+    k = res_json["kernel"]
+    addrs = res_json["addresses"]
+    res = analyze(run_captures(run_dir), addrs["client"], addrs["server"])
+    sender = max(k["connections"], key=lambda c: c["bytes_sent"])
+    receiver = max(k["connections"], key=lambda c: c["bytes_received"])
+    conn = res.connections.sort_values("data_bytes", ascending=False).iloc[0]
+    out = {"run": str(run_dir), "token_match": sender["token"] in (conn["token_a"], conn["token_b"]),
+           "subflows": [], "ofo": (receiver["ofo_bytes_max"], int(conn["ofo_bytes_max"])),
+           "reinjected": (sender["bytes_reinjected"], int(conn["reinjected_bytes"]))}  # fmt: skip
+    sf = res.subflows
+    for s in k["subflows"]:
+        if s["token"] != sender["token"] or s["bytes_sent"] < 10_000:
+            continue
+        mine = sf[(sf.saddr == s["saddr"]) & (sf.sport == s["sport"]) & (sf.daddr == s["daddr"])
+                  & (sf.dport == s["dport"])]  # fmt: skip
+        if not len(mine):
+            out["subflows"].append({"path": s["path"], "kernel": s["bytes_sent"], "pcap": 0,
+                                    "kernel_retrans": s["tcp_retrans"], "pcap_retrans": 0, "fin_seen": False})  # fmt: skip
+            continue
+        best = mine.loc[mine["bytes_unique"].idxmax()]
+        # retransmissions are visible at the sender (the receiver never sees a lost original)
+        at_sender = mine[mine.host == ("server" if s["saddr"] in addrs["server"] else "client")]
+        out["subflows"].append({"path": s["path"], "kernel": s["bytes_sent"], "pcap": int(best["bytes_unique"]),
+                                "kernel_retrans": s["tcp_retrans"],
+                                "pcap_retrans": int(at_sender["retrans_segs"].max()) if len(at_sender) else 0,
+                                "fin_seen": bool(mine["fin_seen"].any())})  # fmt: skip
+    return out

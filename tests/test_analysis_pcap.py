@@ -3,7 +3,6 @@ the metrics on hand-built MPTCP exchanges, and a real capture (a 1 MiB
 transfer on the mptlab kernel, tests/data/analysis/results/pcap-small) checked
 against the kernel's counters."""
 
-import json
 import struct
 from pathlib import Path
 
@@ -244,52 +243,8 @@ def test_a_missing_handshake_falls_back_to_data_sequence_numbers(tmp_path):
     assert conn["subflows"] == 2 and conn["data_bytes"] == 3000 and conn["ofo_bytes_max"] == 1000
 
 
-def _kernel():
-    return json.loads((PCAP_RUN / "result.json").read_text())
-
-
-def _captures(run_dir: Path) -> dict:
-    caps = {}
-    for f in sorted((run_dir / "traces").glob("*.pcap")):
-        caps.setdefault(f.name.split("-")[0], []).append(pcap.read(f))
-    return caps
-
-
 def check_against_kernel(run_dir: Path) -> dict:
-    """Compare the captures of a run with its kernel counters; returns the agreement.
-
-    A capture can only miss packets (tcpdump drops what is still in its buffer
-    when it is stopped), so per data subflow the best capture host's count is
-    at most the kernel's, and equal when the capture covers the subflow's end.
-    """
-    res_json = json.loads((run_dir / "result.json").read_text())
-    k = res_json["kernel"]
-    addrs = res_json["addresses"]
-    res = pcap.analyze(_captures(run_dir), addrs["client"], addrs["server"])
-    sender = max(k["connections"], key=lambda c: c["bytes_sent"])
-    receiver = max(k["connections"], key=lambda c: c["bytes_received"])
-    conn = res.connections.sort_values("data_bytes", ascending=False).iloc[0]
-    assert sender["token"] in (conn["token_a"], conn["token_b"])
-    out = {"subflows": [], "ofo": (receiver["ofo_bytes_max"], int(conn["ofo_bytes_max"]))}
-    sf = res.subflows
-    for s in k["subflows"]:
-        if s["token"] != sender["token"] or s["bytes_sent"] < 10_000:
-            continue
-        mine = sf[
-            (sf.saddr == s["saddr"])
-            & (sf.sport == s["sport"])
-            & (sf.daddr == s["daddr"])
-            & (sf.dport == s["dport"])
-        ]
-        assert len(mine), f"subflow {s['saddr']}:{s['sport']} not in the captures"
-        best = mine.loc[mine["bytes_unique"].idxmax()]
-        # retransmissions are visible at the sender (the receiver never sees a lost original)
-        at_sender = mine[mine.host == ("server" if s["saddr"] in addrs["server"] else "client")]
-        out["subflows"].append({"path": s["path"], "kernel": s["bytes_sent"], "pcap": int(best["bytes_unique"]),
-                                "kernel_retrans": s["tcp_retrans"],
-                                "pcap_retrans": int(at_sender["retrans_segs"].max()) if len(at_sender) else 0,
-                                "fin_seen": bool(mine["fin_seen"].any())})  # fmt: skip
-    return out
+    return pcap.kernel_agreement(run_dir)
 
 
 def assert_agreement(agree: dict) -> None:
@@ -304,6 +259,7 @@ def assert_agreement(agree: dict) -> None:
     # the capture stops up to ~1 s early: at least 85 % of the bytes, and most subflows exact
     assert sum(s["pcap"] for s in subs) >= 0.85 * sum(s["kernel"] for s in subs)
     assert sum(s["pcap"] == s["kernel"] for s in subs) >= len(subs) / 2
+    assert agree["token_match"]
     kern, ours = agree["ofo"]
     assert kern > 0 and ours == pytest.approx(kern, rel=0.02)
 

@@ -1,0 +1,45 @@
+"""Analysis of a fresh campaign on the real kernel: ingest of its run dirs and
+its packet captures checked against the kernel's counters."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from test_analysis_pcap import assert_agreement
+
+from analysis import ingest, pcap
+
+pytestmark = pytest.mark.kernel
+
+CAMPAIGN = Path(__file__).parent / "data" / "analysis" / "pcap-campaign.yaml"
+
+
+@pytest.fixture(scope="module")
+def campaign(tmp_path_factory):
+    out = tmp_path_factory.mktemp("pcap")
+    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(CAMPAIGN), "--jobs", "2",
+                        "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=900)  # fmt: skip
+    assert p.returncode == 0, p.stdout + p.stderr
+    return out / "pcap-check"
+
+
+def test_ingest_of_a_fresh_campaign_with_captures(campaign):
+    rep = ingest.ingest(campaign)
+    assert rep.errors == [] and rep.read == 2
+    runs = ingest.load_runs(campaign).set_index("variant")
+    assert set(runs.index) == {"scheduler=minrtt", "scheduler=blest"}
+    assert (runs["status"] == "ok").all()
+    for _v, r in runs.iterrows():
+        assert r["k_bytes_received"] >= 4 * 2**20
+        assert r["pcap_ofo_bytes_max"] == pytest.approx(r["k_ofo_bytes_max"], rel=0.02)
+        assert r["path1_share"] + r["path2_share"] == pytest.approx(1.0)
+    assert len(ingest.load_table(campaign, "pcap_ofo")) > 0
+    assert (
+        len(ingest.load_table(campaign, "ss")) > 0 and len(ingest.load_table(campaign, "mptcp")) > 0
+    )
+
+
+def test_captures_agree_with_the_kernel_counters(campaign):
+    for run_dir in sorted(campaign.glob("runs/*/rep-000")):
+        assert_agreement(pcap.kernel_agreement(run_dir))
