@@ -237,16 +237,28 @@ def _le(cols: np.ndarray) -> np.ndarray:
 
 
 def _gather(data: np.ndarray, rows_start: np.ndarray, width: int) -> np.ndarray:
-    idx = rows_start[:, None] + np.arange(width, dtype=np.int64)
-    np.minimum(idx, len(data) - 1, out=idx)
-    return data[idx]
+    """``data[s : s + width]`` for every start, as rows of a (n, width) array (zero-padded
+    past the end).  Rows are copied from a strided view: one memcpy per row."""
+    out = np.zeros((len(rows_start), width), np.uint8)
+    if len(data) >= width:
+        fits = rows_start <= len(data) - width
+        out[fits] = np.lib.stride_tricks.sliding_window_view(data, width)[rows_start[fits]]
+    else:
+        fits = np.zeros(len(rows_start), bool)
+    for i in np.nonzero(~fits)[0]:  # the last record(s) of the file
+        chunk = data[rows_start[i] : rows_start[i] + width]
+        out[i, : len(chunk)] = chunk
+    return out
 
 
 def _take(mat: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
-    """``mat[i, pos[i] : pos[i] + width]`` for every row (clipped to the row)."""
-    idx = pos[:, None].astype(np.int64) + np.arange(width)
-    np.clip(idx, 0, mat.shape[1] - 1, out=idx)
-    return np.take_along_axis(mat, idx, axis=1)
+    """``mat[i, pos[i] : pos[i] + width]`` for every row.  Past the row's end the bytes
+    come from the next row (or zeros): callers only read fields the row's own
+    lengths and flags say are there."""
+    n, w = mat.shape
+    flat = np.concatenate([np.ascontiguousarray(mat).ravel(), np.zeros(width, mat.dtype)])
+    start = np.arange(n, dtype=np.int64) * w + np.clip(pos.astype(np.int64), 0, w)
+    return np.lib.stride_tricks.sliding_window_view(flat, width)[start]
 
 
 def read(path: str | Path) -> Packets:
@@ -326,8 +338,8 @@ def _read_buf(buf, path: str) -> Packets:
 def _decode(data, start, caplen, ts, linktypes) -> Packets:
     n = len(start)
     P = _gather(data, start, WINDOW)
-    # mask out bytes past the captured length (they belong to the next record)
-    P[np.arange(WINDOW)[None, :] >= caplen[:, None]] = 0
+    # bytes past a packet's captured length belong to the next record: every field read
+    # below is guarded by caplen (headers) or by the captured option length (options)
     l3 = np.full(n, -1, np.int64)
     for lt, off in _L3_OFFSET.items():
         l3[linktypes == lt] = off
@@ -589,10 +601,20 @@ def analyze(captures: dict[str, list[Packets] | Packets], client_addrs=(), serve
     sub_rows, conn_rows, ofo_parts = [], [], []
     for h, pk in hosts.items():
         sub_rows += _subflow_stats(h, pk, conns, caddr, saddr)
+    everything = None
     for cid, info in conns.items():
         for direction in info["directions"]:
             recv_host = _receiver_host(hosts, info, direction, host_addrs)
-            pk = hosts[recv_host] if recv_host else Packets.concat(list(hosts.values()))
+            if recv_host:
+                pk = hosts[recv_host]
+            else:  # capture host unknown: every capture, merged once
+                if everything is None:
+                    everything = (
+                        next(iter(hosts.values()))
+                        if len(hosts) == 1
+                        else Packets.concat(list(hosts.values()))
+                    )
+                pk = everything
             row, ofo = _reassemble(pk, info, direction, bin_s)
             row.update(conn=cid, token_a=info["token_a"], token_b=info["token_b"], direction=direction,
                        receiver_capture=recv_host or "all")  # fmt: skip
@@ -741,8 +763,11 @@ def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
         hit = token_to_conn.get(d["token"])
         if hit is None:
             hit = _match_by_dsn(conns, d)
-        if hit is None:
-            continue
+        if hit is None:  # its connection's MP_CAPABLE handshake was not captured
+            conns[nid] = {"subflows": {}, "key_a": 0, "key_b": 0, "token_a": None,
+                          "token_b": f"{d['token']:08x}", "side_a": set(), "dsn": {}, "version": 1}  # fmt: skip
+            token_to_conn[d["token"]] = hit = (nid, "b")
+            nid += 1
         cid, side = hit
         conns[cid]["subflows"][t] = d["init"]
         # the join's responder owns the token: if that is side b, the initiator is side a

@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["kernel", "campaign"]
+BENCHMARKS = ["kernel", "campaign", "pcap"]
 
 
 def main(argv: list[str]) -> int:
