@@ -24,6 +24,8 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from orchestrator.spec import Duration, Size
 
+from ._common import endpoints, mptcpize
+
 PORT = 5201
 
 
@@ -52,15 +54,7 @@ def quick(params: dict) -> dict:
 
 def _endpoints(ctx) -> tuple[str, str | None]:
     """(server address to connect to, client address to bind or None)."""
-    cfg = ctx.config
-    server_addrs = ctx.plan.addresses(ctx.server)
-    if cfg.kernel.mptcp:
-        return server_addrs[0], None
-    k = cfg.kernel.tcp_path - 1
-    client_addrs = ctx.plan.addresses(ctx.client)
-    bind = client_addrs[min(k, len(client_addrs) - 1)]
-    dest = server_addrs[min(k, len(server_addrs) - 1)]
-    return dest, bind
+    return endpoints(ctx)
 
 
 def command(ctx, dest: str, bind: str | None) -> list[str]:
@@ -71,12 +65,12 @@ def command(ctx, dest: str, bind: str | None) -> list[str]:
         args.append("-R")
     if bind:
         args += ["-B", bind]
-    return (["mptcpize", "run"] if ctx.config.kernel.mptcp else []) + args
+    return mptcpize(ctx) + args
 
 
 def run(ctx) -> dict:
     dest, bind = _endpoints(ctx)
-    prefix = ["mptcpize", "run"] if ctx.config.kernel.mptcp else []
+    prefix = mptcpize(ctx)
     server_log = open(ctx.trace_dir / "iperf3-server.json", "w")  # noqa: SIM115
     server = ctx.net.popen(ctx.server, prefix + ["iperf3", "-s", "-1", "-p", str(PORT), "-J"],
                            stdout=server_log, stderr=subprocess.STDOUT)  # fmt: skip
