@@ -61,5 +61,15 @@ format: venv
 bench: venv kernel
 	$(PY) -m bench.run $(ARGS)
 
+# Nightly regression check: run NIGHTLY, compare it with the accepted baseline
+# under results/nightly/ (rules: compare-rules.yaml), keep a history there.
+# The first run becomes the baseline; accept a later one with
+#   .venv/bin/mptlab nightly --accept [STAMP]
+NIGHTLY ?= blest-3g-wlan
+NIGHTLY_ARGS ?= --reps 5 --quick --jobs 2
+.PHONY: nightly
+nightly: venv kernel
+	$(VENV)/bin/mptlab nightly $(NIGHTLY) $(NIGHTLY_ARGS)
+
 clean:
 	rm -rf build .pytest_cache

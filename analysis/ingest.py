@@ -499,7 +499,9 @@ def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) ->
 
 def _clean_for_parquet(df: pd.DataFrame) -> pd.DataFrame:
     for c in df.columns:
-        if df[c].dtype == object:
+        if df[c].dtype == object and df[c].isna().all():
+            df[c] = df[c].astype("string")  # e.g. MPTCP tokens of plain TCP sockets: text, not null type
+        elif df[c].dtype == object:
             kinds = {
                 type(v)
                 for v in df[c]

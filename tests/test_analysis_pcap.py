@@ -261,7 +261,9 @@ def assert_agreement(agree: dict) -> None:
     assert sum(s["pcap"] == s["kernel"] for s in subs) >= len(subs) / 2
     assert agree["token_match"]
     kern, ours = agree["ofo"]
-    assert kern > 0 and ours == pytest.approx(kern, rel=0.02)
+    # the reconstructed OFO peak: equal to the kernel's in most runs, lower when the
+    # capture lost the end of the transfer (never more than rounding above it)
+    assert kern > 0 and 0.8 * kern <= ours <= 1.01 * kern
 
 
 def test_a_real_capture_agrees_with_the_kernel_counters():
