@@ -500,7 +500,8 @@ def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) ->
 def _clean_for_parquet(df: pd.DataFrame) -> pd.DataFrame:
     for c in df.columns:
         if df[c].dtype == object and df[c].isna().all():
-            df[c] = df[c].astype("string")  # e.g. MPTCP tokens of plain TCP sockets: text, not null type
+            # e.g. the MPTCP tokens of plain TCP sockets: text, not Parquet's null type
+            df[c] = df[c].astype("string")
         elif df[c].dtype == object:
             kinds = {
                 type(v)
