@@ -38,6 +38,7 @@ from pathlib import Path
 from . import kmod, ktrace
 from .netlab import Net, dev_name
 from .runspec import RunSpec, attrs
+from .sampler import SamplerThread
 from .topology import NetPlan, build, mptcp_endpoints
 
 RESULT = "result.json"
@@ -67,6 +68,7 @@ class Context:
         self.marks: dict[str, float] = {}
         self._log = open(run_dir / "agent.log", "a")  # noqa: SIM115
         self.procs: list[subprocess.Popen] = []
+        self.samplers: list[SamplerThread] = []
 
     def log(self, msg: str) -> None:
         self._log.write(f"{time.time():.3f} {msg}\n")
@@ -166,17 +168,19 @@ def configure(ctx: Context) -> dict:
 
 
 def start_traces(ctx: Context) -> None:
+    """Samplers (threads of this process, one per namespace), tcpdump, and
+    the kernel's stats tracepoints."""
     t = ctx.config.traces
     if t.ss_interval or t.ofo_interval:
         for host in (ctx.client, ctx.server):
-            args = [sys.executable, "-m", "orchestrator.sampler", str(ctx.trace_dir / host)]
-            args += [
-                "--ss",
-                str((t.ss_interval or 0) / 1000),
-                "--mptcp",
-                str((t.ofo_interval or 0) / 1000),
-            ]
-            ctx.procs.append(ctx.net.popen(host, args))
+            ctx.samplers.append(
+                SamplerThread(
+                    ctx.net.ns(host),
+                    str(ctx.trace_dir / host),
+                    (t.ss_interval or 0) / 1000 or None,
+                    (t.ofo_interval or 0) / 1000 or None,
+                )
+            )
     if t.tcpdump:
         for host in (ctx.client, ctx.server):
             for dev in ctx.net.hosts[host].interfaces:
@@ -187,6 +191,8 @@ def start_traces(ctx: Context) -> None:
 
 
 def stop_traces(ctx: Context) -> list[dict]:
+    for sampler in ctx.samplers:
+        sampler.stop()
     for proc in ctx.procs:
         proc.send_signal(signal.SIGTERM)
     for proc in ctx.procs:
@@ -200,14 +206,15 @@ def stop_traces(ctx: Context) -> list[dict]:
 
 
 def wait_for_close(ctx: Context, timeout_s: float = 30) -> None:
-    """Subflows report their final counters when they close."""
+    """Subflows report their final counters when they close: wait until the
+    client and the server have no TCP socket left but listeners and TIME-WAIT."""
+    idle = {10, 6}  # TCP_LISTEN, TCP_TIME_WAIT
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        busy = [h for h in (ctx.client, ctx.server)
-                if ctx.net.run(h, "ss", "-Htan", "exclude", "time-wait", "exclude", "listening").strip()]  # fmt: skip
-        if not busy:
+        hosts = (ctx.client, ctx.server)
+        if all(state in idle for h in hosts for state, _ in ctx.net.tcp_sockets(h)):
             return
-        time.sleep(0.2)
+        time.sleep(0.05)
     ctx.log(f"connections still open after {timeout_s} s; final counters may be missing")
 
 
@@ -230,23 +237,6 @@ def kernel_counters(ctx: Context, records: list[dict]) -> dict:
     return {"connections": conns, "subflows": subflows}
 
 
-def provenance() -> dict:
-    def version(*cmd: str) -> str:
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-            return (out.stdout or out.stderr).strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return "unavailable"
-
-    return {
-        "kernel": os.uname().release,
-        "iperf3": version("iperf3", "--version"),
-        "iproute2": version("ip", "-V"),
-        "tcpdump": version("tcpdump", "--version"),
-        "python": sys.version.split()[0],
-    }
-
-
 def run(run_dir: Path) -> int:
     spec = RunSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
     ctx = Context(run_dir, spec)
@@ -259,7 +249,8 @@ def run(run_dir: Path) -> int:
         atomic_write(
             run_dir / "guest-provenance.json",
             json.dumps(
-                {"tools": provenance(), "modules_sha256": modules, "settings": applied}, indent=2
+                {"kernel": os.uname().release, "modules_sha256": modules, "settings": applied},
+                indent=2,
             ),
         )
         start_traces(ctx)

@@ -30,6 +30,7 @@ import math
 import os
 import shlex
 import subprocess
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -302,6 +303,29 @@ class Net:
                     raise NetError(
                         f"sysctl {key}={value} in {self.ns(host)}: {exc.strerror}"
                     ) from None
+
+    def tcp_sockets(self, host: Host | str) -> list[tuple[int, int]]:
+        """(TCP state, local port) of every TCP socket in ``host``'s namespace,
+        read from /proc without starting a process (MPTCP subflows included)."""
+        out = []
+        with in_netns(self.ns(host)):
+            for name in ("tcp", "tcp6"):
+                with open(f"/proc/thread-self/net/{name}") as f:
+                    next(f)
+                    for line in f:
+                        fields = line.split()
+                        out.append((int(fields[3], 16), int(fields[1].rsplit(":", 1)[1], 16)))
+        return out
+
+    def wait_listening(self, host: Host | str, port: int, timeout: float = 10.0) -> None:
+        """Wait until something listens on TCP ``port`` in ``host``'s namespace."""
+        deadline = time.monotonic() + timeout
+        while (10, port) not in self.tcp_sockets(host):  # 10: TCP_LISTEN
+            if time.monotonic() > deadline:
+                raise NetError(
+                    f"nothing listens on port {port} in {self.ns(host)} after {timeout:g} s"
+                )
+            time.sleep(0.02)
 
     def batch(self, host: Host | str | None, tool: str, lines: list[str]) -> None:
         """Run ``ip`` or ``tc`` commands (without the tool name) in one process,

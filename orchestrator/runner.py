@@ -62,6 +62,28 @@ class CampaignReport:
         return [o for o in self.outcomes if o.status != "ok"]
 
 
+def host_tools() -> dict[str, str]:
+    """Versions of the tools the guests run (the guest's root is the host's /)."""
+
+    def version(*cmd: str) -> str:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (out.stdout or out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "unavailable"
+
+    return {
+        "iperf3": version("iperf3", "--version"),
+        "iproute2": version("ip", "-V"),
+        "tcpdump": version("tcpdump", "--version"),
+        "mptcpize": version("dpkg-query", "-W", "-f", "${Version}", "mptcpize"),
+        "d-itg": version("dpkg-query", "-W", "-f", "${Version}", "d-itg"),
+        "nghttp2": version("dpkg-query", "-W", "-f", "${Version}", "nghttp2-client"),
+        "ffmpeg": version("dpkg-query", "-W", "-f", "${Version}", "ffmpeg"),
+        "python": sys.version.split()[0],
+    }
+
+
 def git_commit() -> str:
     try:
         out = subprocess.run(
@@ -94,6 +116,8 @@ class Campaign:
         self.retry_failed = retry_failed
         self.on_progress = on_progress
         self._lock = threading.Lock()
+        self.tools = host_tools()
+        self.commit = git_commit()
 
     # ------------------------------------------------------------ layout
     def run_dir(self, run: RunSpec) -> Path:
@@ -120,7 +144,8 @@ class Campaign:
             "order_seed": self.seed,
             "order": [r.run_id for r in order],
             "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
-            "git_commit": git_commit(),
+            "git_commit": self.commit,
+            "tools": self.tools,
             "invocations": (previous or {}).get("invocations", [])
             + [{"started": time.time(), "jobs": self.jobs}],
         }
@@ -191,7 +216,8 @@ class Campaign:
                     "repetition": run.repetition,
                     "seed": run.seed,
                     "kernel_dir": str(self.kernel.dir),
-                    "git_commit": git_commit(),
+                    "git_commit": self.commit,
+                    "tools": self.tools,
                 },
                 indent=1,
             ),

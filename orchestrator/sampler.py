@@ -20,6 +20,7 @@ import signal
 import socket
 import struct
 import sys
+import threading
 import time
 
 NETLINK_SOCK_DIAG = 4
@@ -175,17 +176,16 @@ def mptcp_rows(diag: Diag, now: float) -> list[list]:
 
 
 def run(
-    prefix: str, ss_interval: float | None, mptcp_interval: float | None, duration: float | None
+    prefix: str,
+    ss_interval: float | None,
+    mptcp_interval: float | None,
+    duration: float | None = None,
+    stop: threading.Event | None = None,
+    diag: Diag | None = None,
 ) -> None:
-    stop = False
-
-    def _stop(*_):
-        nonlocal stop
-        stop = True
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
-    diag = Diag()
+    """Sample until ``stop`` is set (or ``duration`` s have passed)."""
+    stop = stop or threading.Event()
+    diag = diag or Diag()
     files, writers = [], {}
     for kind, interval, columns in (
         ("subflows", ss_interval, SUBFLOW_COLUMNS),
@@ -201,7 +201,7 @@ def run(
     intervals = {"subflows": ss_interval, "mptcp": mptcp_interval}
     samplers = {"subflows": subflow_rows, "mptcp": mptcp_rows}
     try:
-        while not stop and (duration is None or time.monotonic() - start < duration):
+        while not stop.is_set() and (duration is None or time.monotonic() - start < duration):
             now_mono = time.monotonic()
             for kind in writers:
                 if now_mono >= due[kind]:
@@ -210,10 +210,35 @@ def run(
                     if due[kind] < now_mono:  # fell behind: skip, do not burst
                         due[kind] = now_mono + intervals[kind]
             next_due = min(due[k] for k in writers) if writers else now_mono + 1
-            time.sleep(max(0.0, next_due - time.monotonic()))
+            stop.wait(max(0.0, next_due - time.monotonic()))
     finally:
         for f in files:
             f.close()
+
+
+class SamplerThread:
+    """``run()`` in a thread of the calling process, sampling the namespace
+    ``netns`` (its netlink socket is created there; no process is spawned)."""
+
+    def __init__(
+        self, netns: str, prefix: str, ss_interval: float | None, mptcp_interval: float | None
+    ):
+        from .netlab import in_netns
+
+        with in_netns(netns):
+            diag = Diag()
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(
+            target=run,
+            args=(prefix, ss_interval, mptcp_interval),
+            kwargs={"stop": self.stop_event, "diag": diag},
+            daemon=True,
+        )
+        self.thread.start()
+
+    def stop(self, timeout: float = 10) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,7 +252,10 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
     args = parser.parse_args(argv)
-    run(args.prefix, args.ss or None, args.mptcp or None, args.duration)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    run(args.prefix, args.ss or None, args.mptcp or None, args.duration, stop=stop)
     return 0
 
 

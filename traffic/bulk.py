@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -74,7 +73,7 @@ def run(ctx) -> dict:
     server_log = open(ctx.trace_dir / "iperf3-server.json", "w")  # noqa: SIM115
     server = ctx.net.popen(ctx.server, prefix + ["iperf3", "-s", "-1", "-p", str(PORT), "-J"],
                            stdout=server_log, stderr=subprocess.STDOUT)  # fmt: skip
-    time.sleep(0.3)
+    ctx.net.wait_listening(ctx.server, PORT)
     ctx.mark("workload_start")
     client_cmd = command(ctx, dest, bind)
     ctx.log("workload: " + " ".join(client_cmd))
