@@ -8,7 +8,8 @@ cp="$kdir/src/scripts/checkpatch.pl"
 status=0
 for p in $(grep -v '^#' "$here/patches/series"); do
   echo "== $p"
-  "$cp" --no-tree --quiet --show-types "$here/patches/$p" || status=1
+  # FILE_PATH_CHANGES: a new file (sched.c) asks for a MAINTAINERS entry, which is upstream's business
+  "$cp" --no-tree --quiet --show-types --ignore FILE_PATH_CHANGES "$here/patches/$p" || status=1
 done
 for f in "$here"/modules/*.[ch]; do
   echo "== modules/$(basename "$f")"
