@@ -67,9 +67,13 @@ def pct(x) -> str:
 
 
 def table(headers: list[str], rows: list[list], left: int = 1, row_class=None) -> str:
-    out = ["<table><tr>"]
-    out += [f"<th class='{'l' if i < left else ''}'>{esc(h)}</th>" for i, h in enumerate(headers)]
-    out.append("</tr>")
+    out = ["<table>"]
+    if any(headers):
+        out.append("<tr>")
+        out += [
+            f"<th class='{'l' if i < left else ''}'>{esc(h)}</th>" for i, h in enumerate(headers)
+        ]
+        out.append("</tr>")
     for r, row in enumerate(rows):
         cls = f" class='{row_class(r)}'" if row_class and row_class(r) else ""
         out.append(f"<tr{cls}>")
@@ -104,6 +108,24 @@ def figure_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[
     extra = [c for c in ("k_ofo_bytes_max", "k_reinjected_share", "pcap_hol_delay_mean_ms")
              if c in cols and pd.to_numeric(ok[c], errors="coerce").notna().any()]  # fmt: skip
     return work + extra
+
+
+def _matrix_axes(runs: pd.DataFrame, by: str) -> tuple[str, str | None]:
+    """Bars like the papers' tables: with a matrix of two or more keys (every run has
+    both), one group per value of the second key and one bar per value of the first
+    (e.g. page set x scheduler); otherwise one bar per group."""
+    if by != "variant" or "variant_keys" not in runs:
+        return by, None
+    keys = []
+    for v in runs["variant_keys"].dropna().unique():
+        for k in json.loads(v):
+            col = "".join(c if c.isalnum() or c == "_" else "_" for c in k)
+            if col not in keys:
+                keys.append(col)
+    dims = [k for k in keys if k in runs and runs[k].notna().all() and runs[k].nunique() > 1]
+    if len(dims) >= 2:
+        return dims[1], dims[0]
+    return by, None
 
 
 def _reference(runs: pd.DataFrame, by: str, reference: str | None) -> str | None:
@@ -237,10 +259,10 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
         parts.append(_reps_section(ok, fmetrics[0], by))
     # ---- figures
     parts.append("<h2 id='figures'>Figures</h2>")
-    hue = None
+    x_col, hue = _matrix_axes(runs, by)
     for m in fmetrics:
         parts.append(f"<h3>{esc(m)}</h3><div class='figs'>")
-        for kind, fig in (("bar", figures.bar_ci(runs, m, x=by, hue=hue)),
+        for kind, fig in (("bar", figures.bar_ci(runs, m, x=x_col, hue=hue)),
                           ("box", figures.box(runs, m, by=by, order=order)),
                           ("cdf", figures.cdf(runs, m, by=by, order=order))):  # fmt: skip
             p = figures.save(fig, fig_dir, f"{kind}-{m}")

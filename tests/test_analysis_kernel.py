@@ -43,3 +43,32 @@ def test_ingest_of_a_fresh_campaign_with_captures(campaign):
 def test_captures_agree_with_the_kernel_counters(campaign):
     for run_dir in sorted(campaign.glob("runs/*/rep-000")):
         assert_agreement(pcap.kernel_agreement(run_dir))
+
+
+def test_nightly_makes_a_baseline_then_compares_and_keeps_a_history(tmp_path):
+    import json
+
+    root = tmp_path / "nightly"
+    cmd = [sys.executable, "-m", "orchestrator.cli", "nightly", "pcap-check", "--file", str(CAMPAIGN),
+           "--root", str(root), "--jobs", "2"]  # fmt: skip
+    first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert first.returncode == 0, first.stdout + first.stderr
+    assert "is now the baseline" in first.stdout
+    baseline = (root / "baseline").read_text().strip()
+    second = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    assert second.returncode in (0, 1), second.stdout + second.stderr
+    history = [json.loads(line) for line in (root / "history.jsonl").read_text().splitlines()]
+    assert [h["verdict"] for h in history][0] == "baseline"
+    assert history[1]["verdict"] == ("pass" if second.returncode == 0 else "fail")
+    assert history[1]["baseline"] == baseline
+    night = root / history[1]["stamp"]
+    assert (
+        "ok_rate" in (night / "compare.txt").read_text()
+        and (night / "report.html").stat().st_size > 10_000
+    )
+    # accepting the second night makes it the baseline
+    acc = subprocess.run(
+        [*cmd[:4], "--root", str(root), "--accept"], capture_output=True, text=True
+    )
+    assert acc.returncode == 0, acc.stderr
+    assert (root / "baseline").read_text().strip() == history[1]["campaign"]
