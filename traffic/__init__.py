@@ -22,7 +22,7 @@ import importlib
 import pkgutil
 from pathlib import Path
 
-_NOT_WORKLOADS = {"background"}
+_NOT_WORKLOADS = {"background", "pages", "media", "dash_player"}  # helpers, not workloads
 
 
 def available() -> list[str]:
