@@ -51,10 +51,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from orchestrator.spec import Duration, Rate, Size
-
 from ._common import derive_seed, wait_listening
 from ._common import stop as stop_proc
+from ._types import Duration, Rate, Size
 
 BASE_PORT = 20000  # D-ITG data ports: BASE_PORT + flow index (per run)
 SIGNAL_PORT = 9000

@@ -28,9 +28,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.spec import Duration, Rate, Size
-
 from ._common import connect, endpoints, ipdv, listen, mptcp, params, recv_exact, summary
+from ._types import Duration, Rate, Size
 
 PORT = 8084
 HEADER = struct.Struct("!Qd")  # index, due time

@@ -30,8 +30,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.spec import Duration, Rate, Size
-
 from ._common import (
     announce_client_addresses,
     endpoints,
@@ -43,6 +41,7 @@ from ._common import (
     summary,
     wait_listening,
 )
+from ._types import Duration, Rate, Size
 
 SIGNAL_PORT = 9000
 DATA_PORT = 8999

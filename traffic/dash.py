@@ -33,11 +33,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from orchestrator.spec import Duration, Rate
-
 from . import dash_player, media
 from ._common import connect, endpoints, mptcp, params, prepared, stop, wait_listening
 from ._httpd import Connection
+from ._types import Duration, Rate
 
 PORT = 8082
 # a subset of the bitrates (kbit/s) of the 4 s Big Buck Bunny DASH dataset (ITEC, Lederer et al. 2012)

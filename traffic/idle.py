@@ -11,9 +11,8 @@ import time
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.spec import Duration
-
 from ._common import params
+from ._types import Duration
 
 
 class Params(BaseModel):

@@ -36,10 +36,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from orchestrator.spec import Duration, Rate
-
 from . import media
 from ._common import connect, endpoints, ipdv, listen, mptcp, params, prepared, recv_exact, summary
+from ._types import Duration, Rate
 
 PORT = 8083
 HEADER = struct.Struct("!IIdc3x")  # index, size, capture time, picture type

@@ -47,8 +47,6 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from orchestrator.spec import Duration
-
 from . import pages
 from ._common import (
     build_once,
@@ -63,6 +61,7 @@ from ._common import (
     wait_listening,
 )
 from ._httpd import Connection, Fetch
+from ._types import Duration
 
 H1_PORT = 8081
 H2_PORT = 8080

@@ -1,0 +1,383 @@
+"""Workload building blocks without the kernel: parameters and their errors,
+page sets, D-ITG log decoding, background schedules, the DASH player on a
+modelled link, frame/block metrics, and content made with ffmpeg."""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+
+import pytest
+from pydantic import ValidationError
+
+from orchestrator.catalog import Catalog
+from orchestrator.yamlsrc import SpecError
+from traffic import background, blocks, cbr, dash, dash_player, live, media, pages, web
+
+
+# ------------------------------------------------------------ parameters
+def campaign(tmp_path, workload: str, background_yaml: str = "") -> Catalog:
+    f = tmp_path / "c.yaml"
+    f.write_text(
+        "experiments:\n"
+        "  t:\n"
+        "    topology: two-path\n"
+        "    paths: [lab-20m-40ms, lab-20m-40ms]\n"
+        f"    workload: {workload}\n"
+        + (f"    background:\n{background_yaml}" if background_yaml else "")
+    )
+    cat = Catalog.load(f)
+    cat.expand("t")
+    return cat
+
+
+def test_unknown_page_set_is_a_clear_error_with_the_allowed_ones(tmp_path):
+    with pytest.raises(SpecError) as err:
+        campaign(tmp_path, "{type: web, page: myspace}")
+    msg = str(err.value)
+    assert "c.yaml:5" in msg and "workload.page" in msg and "unknown page set 'myspace'" in msg
+    assert "wikipedia" in msg and "espn" in msg
+
+
+def test_negative_rates_are_clear_errors(tmp_path):
+    with pytest.raises(SpecError, match=r"workload\.rate: rate must be positive"):
+        campaign(tmp_path, "{type: cbr, rate: -1mbit}")
+    with pytest.raises(SpecError, match=r"background\.0\.udp_rate: rate must be positive"):
+        campaign(tmp_path, "{type: idle, duration: 5s}",
+                 "      - {preset: blest-3g-wlan, tcp_flows: 1, udp_flows: 1, seed: 1, udp_rate: -100kbit}\n")  # fmt: skip
+    with pytest.raises(ValidationError, match="rate must be positive"):
+        blocks.Params(rate="-2mbit")
+    with pytest.raises(ValidationError, match="rate must be positive"):
+        dash.Params(ladder=[1, -2])
+
+
+def test_background_entries_are_checked(tmp_path):
+    with pytest.raises(SpecError, match=r"background\.0\.preset: value not allowed"):
+        campaign(
+            tmp_path,
+            "{type: idle, duration: 5s}",
+            "      - {preset: ns3, tcp_flows: 1, udp_flows: 1, seed: 1}\n",
+        )
+    with pytest.raises(SpecError, match=r"background\.0\.udp_flows: Field required"):
+        campaign(
+            tmp_path, "{type: idle, duration: 5s}", "      - {preset: sbd, tcp_flows: 1, seed: 1}\n"
+        )
+    with pytest.raises(ValidationError, match="greater than or equal to 0"):
+        background.Params(preset="fec", tcp_flows=-1, udp_flows=1, seed=1)
+    with pytest.raises(ValidationError, match="udp_pps must be"):
+        background.Params(preset="fec", tcp_flows=1, udp_flows=1, seed=1, udp_pps=[900, 100])
+    with pytest.raises(ValidationError, match="no flows"):
+        background.Params(preset="fec", tcp_flows=0, udp_flows=0, seed=1)
+    ok = campaign(tmp_path, "{type: idle, duration: 5s}",
+                  "      - {preset: blest-wlan-wlan, tcp_flows: 2, udp_flows: 3, seed: 4}\n")  # fmt: skip
+    assert ok.expand("t")[0].plan["hosts"].count("bgs1") == 1  # background hosts are built
+
+
+def test_other_bad_parameters():
+    with pytest.raises(ValidationError, match="unknown field|Extra inputs"):
+        cbr.Params(rate=1, framesize=5000)
+    with pytest.raises(ValidationError, match="segment is longer than the content"):
+        dash.Params(duration="3s", segment="4s")
+    with pytest.raises(ValidationError, match="sara thresholds"):
+        dash.Params(sara=["10s", "5s", "20s"])
+    with pytest.raises(ValidationError, match="Input should be"):
+        web.Params(page="amazon", http="3")
+    assert web.Params(page="amazon", http=2).http == "2"
+    assert cbr.Params().frames_per_s == pytest.approx(
+        1e6 / (8 * 5120)
+    )  # BLEST: 1 Mbit/s, 5 KiB frames
+
+
+# ------------------------------------------------------------- page sets
+@pytest.mark.parametrize("name", sorted(pages.PAGE_SETS))
+def test_page_sets_have_the_thesis_counts_and_totals(name):
+    count, kib, _ = pages.PAGE_SETS[name]
+    objs = pages.objects(name)
+    sizes = [o["size"] for o in objs]
+    assert len(objs) == count and sum(sizes) == kib * 1024
+    assert objs[0]["path"] == "/index.html" and min(sizes) >= pages.MIN_OBJECT
+    assert len({o["path"] for o in objs}) == count
+    if count >= 15:  # a spread, not equal sizes: a heavy tail above the median
+        assert max(sizes) > 3 * statistics.median(sizes)
+    assert pages.objects(name) == objs  # deterministic
+
+
+def test_page_files_link_every_object(tmp_path):
+    objs = pages.write("wikipedia", tmp_path)
+    document = (tmp_path / "index.html").read_bytes()
+    assert len(document) == objs[0]["size"]
+    linked = pages.links(document)
+    assert sorted(linked) == sorted(o["path"] for o in objs[1:])
+    kinds = {o["path"]: o["kind"] for o in objs}
+    images = [i for i, path in enumerate(linked) if kinds[path] == "img"]
+    assert images == list(
+        range(len(linked) - len(images), len(linked))
+    )  # stylesheets and scripts first
+    for o in objs[1:]:
+        assert (tmp_path / o["path"].lstrip("/")).stat().st_size == o["size"]
+    with pytest.raises(ValueError, match="unknown page set 'nope'; allowed: wikipedia"):
+        pages.objects("nope")
+
+
+def test_page_content_is_cached_by_prepare():
+    a = web.prepare({"page": "google", "http": "2"})
+    b = web.prepare({"page": "google", "http": "1.1", "connections": 4})
+    assert a == b and a["objects"] == 6 and a["bytes"] == 1080 * 1024
+
+
+def test_har_timings_give_page_completion():
+    har = {"log": {"entries": [
+        {"startedDateTime": "2026-01-01T00:00:00.000Z", "time": 120.5,
+         "timings": {"dns": 0.1, "connect": 40.2, "receive": 10.0},
+         "request": {"url": "http://10.0.3.2:8080/index.html"},
+         "response": {"status": 200, "content": {"size": 5000}}},
+        {"startedDateTime": "2026-01-01T00:00:00.121Z", "time": 200.25,
+         "timings": {"receive": 150.0},
+         "request": {"url": "http://10.0.3.2:8080/o/1.png"},
+         "response": {"status": 200, "content": {"size": 90000}}},
+    ]}}  # fmt: skip
+    start, fetches = web.parse_har(har)
+    m = web.load_metrics([(start, fetches)], 95000, 2)
+    assert m["page_load_s"] == pytest.approx(0.121 + 0.20025)
+    assert [f.path for f in fetches] == ["/index.html", "/o/1.png"] and m["bytes"] == 95000
+    assert m["object_times"][0][2] == pytest.approx(40.3)  # request after DNS + connect
+    with pytest.raises(RuntimeError, match="fetched 2 distinct objects, the page has 3"):
+        web.load_metrics([(start, fetches)], 95000, 3)
+
+
+# ------------------------------------------------------------------ D-ITG
+DITG = """\
+Flow>0001 Seq>      1 Src>      10.0.3.2/41048 Dest>      10.0.0.1/8999 txTime>23:59:59.990000 rxTime>23:59:59.999500 Size> 5120
+Flow>0001 Seq>      2 Src>      10.0.3.2/41048 Dest>      10.0.0.1/8999 txTime>0:0:0.030960 rxTime>0:0:0.052000 Size> 5120
+Flow>0001 Seq>      4 Src>      10.0.3.2/41048 Dest>      10.0.0.1/8999 txTime>0:0:0.112880 rxTime>0:0:0.133880 Size> 5120
+"""
+
+
+def test_ditg_logs_decode_across_midnight():
+    recs = cbr.parse_itgdec(DITG)
+    cbr.unwrap_day(recs)
+    assert [r["seq"] for r in recs] == [1, 2, 4]
+    delays = [round((r["rx"] - r["tx"]) * 1000, 3) for r in recs]
+    assert delays == [9.5, 21.04, 21.0]
+    sent = [dict(r, rx=0) for r in recs] + [
+        {"flow": 1, "seq": 3, "tx": recs[1]["tx"] + 0.04, "rx": 0, "size": 5120}
+    ]
+    m = cbr.frame_metrics(recs, sent, 0.0, 5120)
+    assert m["frames_sent"] == 4 and m["frames_received"] == 3 and m["frames_lost"] == 1
+    assert m["delay_min_ms"] == pytest.approx(9.5) and m["delay_max_ms"] == pytest.approx(21.04)
+    assert m["jitter_ms"] == pytest.approx((11.54 + 0.04) / 2)
+    after = cbr.frame_metrics(recs, sent, 0.1, 5120)  # warm-up drops the first frames
+    assert after["frames_received"] == 1 and after["delay_mean_ms"] == pytest.approx(21.0)
+
+
+# ------------------------------------------------------------- background
+def flows(entry: dict, run_seed=1, horizon=600.0, pairs=2):
+    return background.make_flows(
+        [background.Params(**entry)], pairs, run_seed, horizon, {1: 25.0, 2: 65.0}
+    )
+
+
+def test_background_schedule_follows_the_preset():
+    entry = {"preset": "blest-3g-wlan", "tcp_flows": 2, "udp_flows": 20, "seed": 5}
+    fl = flows(entry, horizon=1200.0)
+    assert len(fl) == 44 and {f.pair for f in fl} == {1, 2}
+    tcp = [f for f in fl if f.kind == "tcp"]
+    udp = [f for f in fl if f.kind == "udp"]
+    for f in tcp:  # Poisson at 157 pps with 1000 B mean packets
+        assert len(f.times) / 1200 == pytest.approx(157, rel=0.02)
+        assert statistics.mean(f.sizes) == pytest.approx(1000, rel=0.02)
+        assert min(f.sizes) >= 600 and max(f.sizes) <= 1400
+    on, off = background.on_off_means(1.0, 5.0)
+    for f in udp:  # 100 kbit/s while ON; ON and OFF periods within 1-5 s
+        assert f.pps == pytest.approx(12.5)
+        lengths = [b - a for a, b in f.periods[:-1]]
+        gaps = [b[0] - a[1] for a, b in zip(f.periods, f.periods[1:], strict=False)]
+        assert min(lengths) >= 1.0 - 1e-9 and max(lengths) <= 5.0 + 1e-9
+        assert min(gaps) >= 1.0 - 1e-9 and max(gaps) <= 5.0 + 1e-9
+        assert 20 <= f.rtt_ms <= 100 and f.rtt_ms >= (25.0 if f.pair == 1 else 65.0)
+    # long-run load of the UDP flows: rate x duty cycle
+    sched = sum(background.scheduled_bytes(f, 0, 1200) for f in udp) * 8 / 1200 / 1e6
+    expected = sum(f.mean_mbps(on / (on + off)) for f in udp)
+    assert sched == pytest.approx(expected, rel=0.08)
+    lens = [b - a for f in udp for a, b in f.periods[:-1]]
+    assert statistics.mean(lens) == pytest.approx(on, rel=0.1)
+
+
+def test_background_seeds():
+    entry = {"preset": "sbd", "tcp_flows": 1, "udp_flows": 3, "seed": 9}
+    a, b = flows(entry), flows(entry)
+    assert [f.times[:50] for f in a] == [f.times[:50] for f in b]
+    c = flows(entry, run_seed=2)
+    assert [f.times[:5] for f in a] != [f.times[:5] for f in c]
+    fixed = {**entry, "seed_per_run": False}
+    assert [f.times[:5] for f in flows(fixed)] == [f.times[:5] for f in flows(fixed, run_seed=2)]
+    for f in a:
+        if f.kind == "udp":
+            assert 50 <= f.pps <= 150  # SBD chapter: 50-150 pps per flow
+    with pytest.raises(ValueError, match="pair 3, but the topology has 2"):
+        flows({**entry, "pairs": [3]})
+
+
+def test_ditg_idt_files_never_hold_zero():
+    times = [0.5, 0.5, 0.5000004, 1.25]
+    values = [float(x) for x in background.idt_lines(times).split()]
+    assert min(values) >= 0.001 and values[0] == 500.0
+    assert sum(values) == pytest.approx(1250.0, abs=0.01)
+
+
+def test_rtt_classes_are_few_and_add_only_the_missing_delay():
+    rng = random.Random(1)
+    fl = [background.Flow(1, 1, "udp", 20000 + i, 0, rng.uniform(20, 100)) for i in range(60)]
+    delays = background.rtt_classes(fl, 25.0)
+    assert len({d for d in delays.values() if d > 0}) <= 15
+    for f in fl:
+        assert delays[f.port] == pytest.approx(max(0.0, f.rtt_ms - 25.0), abs=10)
+    lines = background._tc_rtt_lines("bgs1-eth0", delays)
+    assert lines[0].startswith("qdisc add dev bgs1-eth0 root handle 1: prio bands")
+    assert sum("u32 match ip dport" in ln for ln in lines) == sum(d > 0 for d in delays.values())
+
+
+def test_counter_payload_estimate():
+    before = {"rx_bytes": 0, "rx_packets": 0, "tx_bytes": 0, "tx_packets": 0, "udp_in": 0, "udp_out": 0,
+              "tcp_in": 0, "tcp_out": 0, "t": 0}  # fmt: skip
+    after = dict(before, rx_bytes=10 * (1000 + 42) + 5 * (1448 + 66), udp_in=10, tcp_in=5)
+    assert background.payload_bytes(before, after, "rx") == (
+        10 * 1000 + 5 * 1448,
+        after["rx_bytes"],
+    )
+
+
+# ------------------------------------------------------------------- DASH
+LADDER = [331, 522, 791, 1033, 1547, 2134, 2484, 3079, 3527, 4220]
+
+
+class VirtualClock:
+    def __init__(self):
+        self.t = 0.0
+
+    def now(self):
+        return self.t
+
+    def sleep(self, s):
+        self.t += max(0.0, s)
+
+
+def modelled_session(algo, link_mbps, segments=45, rtt=0.04, ladder=LADDER):
+    """A session over a link of ``link_mbps(t)`` Mbit/s (fluid model, one RTT per request)."""
+    reps = [{"id": str(i), "bandwidth": k * 1000, "width": 1, "height": 1, "codecs": "avc1",
+             "init_size": 800, "sizes": [k * 1000 * 4 // 8] * segments} for i, k in enumerate(ladder)]  # fmt: skip
+    text = media.mpd({"duration_s": 4 * segments, "segment_s": 4, "fps": 25}, reps).encode()
+    clock = VirtualClock()
+    rate = link_mbps if callable(link_mbps) else (lambda _t: link_mbps)
+
+    def fetch(url, keep):
+        name = url.rsplit("/", 1)[1]
+        size = (
+            len(text)
+            if name.endswith(".mpd")
+            else 800
+            if name.startswith("init")
+            else reps[int(name.split("-")[1])]["sizes"][0]
+        )
+        clock.t += rtt
+        left = size * 8.0
+        while left > 0:  # integrate the (possibly changing) rate in 10 ms steps
+            step = min(0.01, left / (rate(clock.t) * 1e6))
+            left -= rate(clock.t) * 1e6 * step
+            clock.t += step
+        return size, text if keep else None
+
+    return dash_player.Player(fetch, algo, clock).play("http://s/manifest.mpd").metrics()
+
+
+@pytest.mark.parametrize("name", ["basic", "sara", "bba"])
+def test_players_settle_below_a_2_mbit_link_and_reach_the_top_at_20(name):
+    slow = modelled_session(dash_player.algorithm(name), 2.0)
+    tail = slow["bitrates_mbps"][len(slow["bitrates_mbps"]) // 2 :]
+    assert statistics.mean(tail) < 2.0 and slow["stalls"] == 0
+    assert max(slow["bitrates_mbps"][2:]) > 1.0  # it did adapt up from the lowest
+    fast = modelled_session(dash_player.algorithm(name), 20.0)
+    assert fast["last_bitrate_mbps"] == 4.22 and fast["top_bitrate_share"] > 0.7
+    assert fast["stalls"] == 0 and fast["startup_delay_s"] < 0.5
+
+
+def test_basic_picks_one_level_below_the_measured_rate():
+    m = modelled_session(dash_player.Basic(), 2.0)
+    assert set(m["bitrates_mbps"][1:]) == {1.547}
+    assert m["switches"] == 1 and m["avg_bitrate_mbps"] == pytest.approx((0.331 + 44 * 1.547) / 45)
+
+
+def test_a_collapsing_link_causes_stalls_and_they_are_counted():
+    m = modelled_session(dash_player.Basic(), lambda t: 20.0 if t < 20 else 0.3, segments=20)
+    assert m["stalls"] >= 1 and m["stall_s"] > 1.0
+    assert m["session_s"] == pytest.approx(80 + m["startup_delay_s"] + m["stall_s"], abs=0.05)
+
+
+def test_sara_uses_the_segment_sizes_in_the_mpd():
+    # same nominal bitrates, but the top representation's segments are tiny:
+    # SARA (size-aware) takes it early, basic (nominal rates) never does
+    ladder = [331, 1033, 4220]
+    reps = [{"id": str(i), "bandwidth": k * 1000, "width": 1, "height": 1, "codecs": "a", "init_size": 1,
+             "sizes": [k * 1000 * 4 // 8 if i < 2 else 50_000] * 20} for i, k in enumerate(ladder)]  # fmt: skip
+    manifest = dash_player.parse_mpd(media.mpd({"duration_s": 80, "segment_s": 4, "fps": 25}, reps))
+    assert manifest.reps[2].sizes[0] == 50_000 and manifest.segment_s == 4.0
+    sara = dash_player.Sara()
+    hist = dash_player.History(throughputs=[2e6] * 3, sizes=[500_000] * 3, seconds=[2.0] * 3)
+    assert sara.choose(manifest, 5, 17.0, 1, hist)[0] == 2
+    assert dash_player.Basic().choose(manifest, 5, 17.0, 1, hist)[0] == 1
+
+
+# ------------------------------------------------------- frames and blocks
+def test_live_frame_classification():
+    frames = [{"type": t, "size": 100} for t in "IPBBP"]
+    arr = {0: (10.0, 10.05), 1: (10.04, 11.2), 2: (10.08, 10.2), 4: (10.16, 10.3)}
+    m = live.frame_metrics(frames, arr, 1.0)
+    assert (m["frames_in_time"], m["frames_late"], m["frames_dropped"]) == (3, 1, 1)
+    assert m["frames_by_type"] == {"I": 1, "P": 2, "B": 2}
+    assert m["frames_in_time_by_type"] == {"I": 1, "B": 1, "P": 1}
+    assert m["delay_max_ms"] == pytest.approx(1160)
+
+
+def test_block_metrics():
+    arr = [(i, 100 + i * 0.1, 100 + i * 0.1 + (0.02 if i != 5 else 0.2)) for i in range(10)]
+    m = blocks.block_metrics(arr, 10, 0.0, 100.0, 8192)
+    assert m["blocks_received"] == 10 and m["delay_min_ms"] == pytest.approx(20)
+    assert m["worst_delay_increase_pct"] == pytest.approx(900)
+    assert blocks.block_metrics(arr, 10, 0.5, 100.0, 8192)["blocks_received"] == 5
+
+
+# ------------------------------------------------------------ media (ffmpeg)
+def test_dash_content_segment_sizes_follow_the_ladder():
+    prep = media.prepare_dash(12, 4, [400, 2000], 25)
+    from pathlib import Path
+
+    root = Path(prep["root"])
+    m = dash_player.parse_mpd((root / prep["mpd"]).read_text())
+    assert prep["segments"] == m.segments == 3
+    for rep in m.reps:
+        for n, size in enumerate(rep.sizes, start=1):
+            assert (root / rep.segment_url(n)).stat().st_size == size
+        assert (root / rep.init_url()).stat().st_size == rep.init_size
+        actual = sum(rep.sizes) * 8 / 12
+        assert actual == pytest.approx(rep.bandwidth, rel=0.2)
+
+
+def test_live_content_has_every_frame_with_its_type():
+    prep = media.prepare_live(4, 3565, 25, 50, 2)
+    from pathlib import Path
+
+    table = json.loads((Path(prep["root"]) / "frames.json").read_text())["frames"]
+    assert len(table) == prep["frames"] == 100
+    assert {f["type"] for f in table} == {"I", "P", "B"}
+    assert [f["type"] for f in table].count("I") == 2
+    size = (Path(prep["root"]) / "stream.h264").stat().st_size
+    assert sum(f["size"] for f in table) == size
+    assert size * 8 / 4 == pytest.approx(3565e3, rel=0.15)
+
+
+def test_experiments_file_expands_every_workload_experiment():
+    cat = Catalog.load()
+    for name in cat.names():
+        runs = cat.expand(name, repetitions=1)
+        assert runs, name
