@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import math
 import mmap
 import struct
 from array import array
@@ -574,7 +575,7 @@ SUBFLOW_COLUMNS = ["host", "conn", "subflow", "saddr", "sport", "daddr", "dport"
 CONNECTION_COLUMNS = ["conn", "token_a", "token_b", "direction", "sender", "receiver", "subflows",
                       "data_bytes", "reinjected_bytes", "ofo_bytes_max", "ofo_segs_max",
                       "hol_bytes", "hol_delay_mean_ms", "hol_delay_p95_ms", "hol_delay_max_ms",
-                      "unresolved_bytes", "receiver_capture"]  # fmt: skip
+                      "unresolved_bytes", "valid_until", "receiver_capture"]  # fmt: skip
 OFO_COLUMNS = ["conn", "direction", "t", "ofo_bytes", "ofo_bytes_max", "hol_delay_max_ms"]
 
 
@@ -964,12 +965,14 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
     data-level reassembly; OFO occupancy and head-of-line delay."""
     row = {"sender": None, "receiver": None, "subflows": len(c["subflows"]), "data_bytes": 0,
            "ofo_bytes_max": 0, "ofo_segs_max": 0, "hol_bytes": 0, "hol_delay_mean_ms": None,
-           "hol_delay_p95_ms": None, "hol_delay_max_ms": None, "unresolved_bytes": 0}  # fmt: skip
+           "hol_delay_p95_ms": None, "hol_delay_max_ms": None, "unresolved_bytes": 0,
+           "valid_until": None}  # fmt: skip
     idsn = c["idsn"].get(direction)
     rev = {"c2s": "s2c", "s2c": "c2s", "fwd": "rev", "rev": "fwd"}[direction]
     peer_idsn_base = np.uint64(((idsn + 1) % (1 << 64)) if idsn is not None else 0)
     d_s, d_e, d_t = [], [], []
     dack_t, dack_v = [], []
+    last_seen: list[float] = []
     for _cid, _sfi, t, sel, a in _per_subflow(pk, {0: c}):
         for ep in (t[0], t[1]):
             if str(_dir_of(c, np.array([ep], np.uint64))[0]) != direction:
@@ -987,6 +990,7 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
             dseq = _data_seq(pk, idx, rel, idsn)
             s, e, tt = rel[data], rel[data] + pay[data], pk.ts[idx][data]
             ds = dseq[data]
+            last_seen.append(float(pk.ts[sel[-1]]))
             # subflow-level: in-order time of every elementary interval
             b, earliest, first_seg = _elementary(s, e, tt)
             if len(ridx):
@@ -1025,20 +1029,29 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
         earliest = _fill_holes(b, earliest, at[o], av[o])
     ready = _in_order_times(b, earliest)
     size = np.diff(b)
-    ok = np.isfinite(ready) & np.isfinite(earliest)
+    arrived = np.isfinite(earliest)
+    ok = np.isfinite(ready) & arrived
     row["unresolved_bytes"] = int(size[~ok].sum())
     row["data_bytes"] = int(size[ok].sum())
-    held = ok & (ready > earliest)
+    # Bytes that arrived but wait for data the capture never shows stay in the queue.  Once
+    # one data subflow's capture has ended while bytes are unresolved, the queue is no
+    # longer known: the occupancy is reported up to the earliest such end only.
+    valid_until = min(last_seen) if row["unresolved_bytes"] and last_seen else math.inf
+    row["valid_until"] = valid_until if math.isfinite(valid_until) else None
+    held = arrived & (ready > earliest) & (earliest <= valid_until)
+    gone = held & np.isfinite(ready)
     # OFO occupancy: +size at arrival, -size when in order
-    ev_t = np.concatenate([earliest[held], ready[held]])
-    ev_v = np.concatenate([size[held], -size[held]])
-    ev_n = np.concatenate([np.ones(held.sum(), np.int64), -np.ones(held.sum(), np.int64)])
+    ev_t = np.concatenate([earliest[held], ready[gone]])
+    ev_v = np.concatenate([size[held], -size[gone]])
+    ev_n = np.concatenate([np.ones(held.sum(), np.int64), -np.ones(gone.sum(), np.int64)])
     o = np.lexsort((ev_v, ev_t))  # at equal times, removals first
     ev_t, ev_v, ev_n = ev_t[o], ev_v[o], ev_n[o]
     occ = np.cumsum(ev_v)
     segs = np.cumsum(ev_n)
-    row["ofo_bytes_max"] = int(occ.max()) if len(occ) else 0
-    row["ofo_segs_max"] = int(segs.max()) if len(segs) else 0
+    in_window = ev_t <= valid_until
+    row["ofo_bytes_max"] = int(occ[in_window].max()) if in_window.any() else 0
+    row["ofo_segs_max"] = int(segs[in_window].max()) if in_window.any() else 0
+    held = gone  # head-of-line delays: bytes with a known in-order time
     delay = ready[held] - earliest[held]
     w = size[held]
     row["hol_bytes"] = int(w.sum())
@@ -1050,19 +1063,20 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
         row["hol_delay_max_ms"] = float(delay.max() * 1000)
     # binned time series over the connection's data
     t0 = float(np.min(earliest[ok])) if ok.any() else 0.0
-    t1 = float(np.max(ready[ok])) if ok.any() else 0.0
+    t1 = min(float(np.max(ready[ok])) if ok.any() else 0.0, valid_until)
     nb = max(1, int(np.ceil((t1 - t0) / bin_s)) + 1)
     edges = t0 + np.arange(nb) * bin_s
     if len(ev_t):
-        k = np.clip(((ev_t - t0) / bin_s).astype(np.int64), 0, nb - 1)
+        k = np.clip(((ev_t[in_window] - t0) / bin_s).astype(np.int64), 0, nb - 1)
         mx = np.zeros(nb)
-        np.maximum.at(mx, k, occ)
+        np.maximum.at(mx, k, occ[in_window])
         last_k = np.searchsorted(ev_t, edges + bin_s, side="right") - 1
         level = np.where(last_k >= 0, occ[np.maximum(last_k, 0)], 0)
         mx = np.maximum(mx, level)  # a level held through the bin
-        hk = np.clip(((ready[held] - t0) / bin_s).astype(np.int64), 0, nb - 1)
+        hk = ((ready[held] - t0) / bin_s).astype(np.int64)
+        keep = (hk >= 0) & (hk < nb)
         hol = np.zeros(nb)
-        np.maximum.at(hol, hk, delay * 1000)
+        np.maximum.at(hol, hk[keep], delay[keep] * 1000)
     else:
         mx = level = hol = np.zeros(nb)
     ofo = pd.DataFrame({"t": edges, "ofo_bytes": level.astype(np.int64),
@@ -1102,6 +1116,7 @@ def kernel_agreement(run_dir: Path) -> dict:
     conn = res.connections.sort_values("data_bytes", ascending=False).iloc[0]
     out = {"run": str(run_dir), "token_match": sender["token"] in (conn["token_a"], conn["token_b"]),
            "subflows": [], "ofo": (receiver["ofo_bytes_max"], int(conn["ofo_bytes_max"])),
+           "ofo_complete": conn["valid_until"] is None or pd.isna(conn["valid_until"]),
            "reinjected": (sender["bytes_reinjected"], int(conn["reinjected_bytes"]))}  # fmt: skip
     sf = res.subflows
     for s in k["subflows"]:

@@ -261,9 +261,14 @@ def assert_agreement(agree: dict) -> None:
     assert sum(s["pcap"] == s["kernel"] for s in subs) >= len(subs) / 2
     assert agree["token_match"]
     kern, ours = agree["ofo"]
-    # the reconstructed OFO peak: equal to the kernel's in most runs, lower when the
-    # capture lost the end of the transfer (never more than rounding above it)
-    assert kern > 0 and 0.8 * kern <= ours <= 1.01 * kern
+    # the reconstructed OFO peak equals the kernel's (1 % for rounding); when a capture
+    # ended while bytes were still unresolved the queue is reported up to that moment only,
+    # so a peak after it can be missed (lower, never higher)
+    assert kern > 0
+    if agree["ofo_complete"]:
+        assert ours == pytest.approx(kern, rel=0.01)
+    else:
+        assert 0.8 * kern <= ours <= 1.01 * kern
 
 
 def test_a_real_capture_agrees_with_the_kernel_counters():
