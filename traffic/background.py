@@ -63,6 +63,7 @@ PARETO_SHAPE = 1.5  # shape of the ON-period Pareto distribution (chosen)
 GREEDY_PPS = 20000  # a rate no bottleneck here can carry: the sender always has data
 UDP_OVERHEAD = 14 + 20 + 8  # Ethernet + IPv4 + UDP header bytes per packet
 TCP_OVERHEAD = 14 + 20 + 32  # Ethernet + IPv4 + TCP header with timestamps
+LOAD_TOLERANCE = 0.10  # sent vs scheduled payload beyond this: the run's load_ok is false
 
 
 @dataclass(frozen=True)
@@ -554,6 +555,10 @@ def stop(ctx) -> dict:
         sent, _ = payload_bytes(info["before_s"], after[n][0], "tx")
         received, wire = payload_bytes(info["before_r"], after[n][1], "rx")
         scheduled = sum(scheduled_bytes(f, t0, t1) for f in mine)
+        ratio = sent / scheduled if scheduled else None
+        if ratio is not None and abs(ratio - 1) > LOAD_TOLERANCE:
+            ctx.log(f"background: pair {n} sent {ratio:.2f} x its schedule (D-ITG does not catch up "
+                    "after the guest was descheduled: an overloaded host?)")  # fmt: skip
         pairs_out.append(
             {
                 "pair": n,
@@ -569,6 +574,8 @@ def stop(ctx) -> dict:
                 "received_wire_mbps": wire * 8 / window / 1e6,
                 "received_pps": (after[n][1]["rx_packets"] - info["before_r"]["rx_packets"])
                 / window,
+                "sent_vs_scheduled": ratio,
+                "load_ok": None if ratio is None else abs(ratio - 1) <= LOAD_TOLERANCE,
                 "extra_delay_ms": sorted(set(state["rtt"].get(n, {}).values())),
             }
         )

@@ -1,0 +1,192 @@
+"""Every workload, briefly, inside the booted kernel over known links; each
+metric is checked against what the link allows.  Runs go through the whole
+pipeline (catalog, host-side prepare, guest agent, background hooks) with a
+campaign file per test, at most two guests at once.
+
+Links (topologies/profiles.yaml): ``lab-20m-40ms`` = 20 Mbit/s, 20 ms each
+way, 1-BDP queue; ``lab-2m-40ms`` = 2 Mbit/s, 20 ms each way, 2-BDP queue.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from orchestrator.catalog import Catalog
+from orchestrator.runner import Campaign
+
+pytestmark = pytest.mark.kernel
+
+ONE_WAY_MS = 20.0
+RTT_S = 0.040
+
+
+def run_campaign(kernel, tmp_path, text: str, jobs: int = 2) -> dict[str, dict]:
+    """Run every experiment of a campaign text; {variant: result.json} (all must be ok)."""
+    f = tmp_path / "campaign.yaml"
+    f.write_text(textwrap.dedent(text))
+    cat = Catalog.load(f)
+    own = Catalog()
+    own._load_experiments(f)
+    results = {}
+    for name in own.names():
+        out = tmp_path / "out" / name
+        report = Campaign(out, cat.expand(name), kernel, jobs=jobs).run()
+        for o in report.outcomes:
+            rdir = out / "runs" / o.run_id
+            res = (
+                json.loads((rdir / "result.json").read_text())
+                if (rdir / "result.json").exists()
+                else {}
+            )
+            assert o.status == "ok", f"{o.run_id}: {o.reason}\n{res.get('traceback', '')}"
+            res["_dir"] = str(rdir)
+            results[o.run_id.split("/")[0]] = res
+    return results
+
+
+def test_cbr_delay_is_the_link_delay_on_an_idle_link(kernel, tmp_path):
+    res = run_campaign(kernel, tmp_path, """\
+        experiments:
+          cbr:
+            topology: two-path
+            paths: [lab-20m-40ms, lab-20m-40ms]
+            kernel: {path_manager: {subflows: 2, add_addr_accepted: 2}}
+            workload: {type: cbr, rate: 1mbit, frame_size: 5KiB, duration: 6s}
+            timeout: 60s
+            variants:
+              - {name: mptcp}
+              - {name: tcp, kernel.mptcp: false}
+        """)  # fmt: skip
+    serialization_ms = 5120 * 8 / 20e6 * 1000
+    for variant in ("mptcp", "tcp"):
+        m = res[variant]["metrics"]
+        assert m["frames_received"] == m["frames_sent"] >= 0.9 * 6 * 24.4
+        assert m["delay_min_ms"] >= ONE_WAY_MS, variant
+        assert m["delay_median_ms"] <= ONE_WAY_MS + serialization_ms + 3, variant
+        assert m["goodput_mbps"] == pytest.approx(1.0, rel=0.1)
+    # MPTCP: D-ITG's sender (the server) opened the connection, and the
+    # client's announced address got its own subflow
+    trace = Path(res["mptcp"]["_dir"]) / "traces" / "client-subflows.csv"
+    rows = list(csv.DictReader(trace.read_text().splitlines()))
+    second = res["mptcp"]["addresses"]["client"][1]
+    assert any(r["saddr"] == second and r["sport"] == "10999" for r in rows)
+
+
+def test_blocks_and_live_video_arrive_after_the_link_delay(kernel, tmp_path):
+    res = run_campaign(kernel, tmp_path, """\
+        experiments:
+          frames:
+            topology: two-path
+            paths: [lab-20m-40ms, lab-20m-40ms]
+            kernel: {path_manager: {subflows: 2, add_addr_accepted: 2}}
+            workload: {type: blocks, rate: 1875kbit, duration: 6s}
+            timeout: 60s
+            variants:
+              - {name: blocks}
+              - {name: live, workload: {type: live, duration: 8s}}
+        """)  # fmt: skip
+    b = res["blocks"]["metrics"]
+    assert b["blocks_received"] == b["blocks_sent"] == int(6 / (8192 * 8 / 1.875e6))
+    assert b["delay_min_ms"] >= ONE_WAY_MS
+    assert b["delay_median_ms"] <= ONE_WAY_MS + 8192 * 8 / 20e6 * 1000 + 5
+    v = res["live"]["metrics"]
+    assert v["frames"] == 200 and v["frames_in_time"] == 200 and v["frames_dropped"] == 0
+    assert v["delay_min_ms"] >= ONE_WAY_MS and v["delay_median_ms"] < 100
+    assert v["goodput_mbps"] == pytest.approx(v["stream_mbps"], rel=0.1)
+    assert set(v["frames_by_type"]) == {"I", "P", "B"}
+
+
+def test_page_loads_take_at_least_the_transfer_time(kernel, tmp_path):
+    res = run_campaign(kernel, tmp_path, """\
+        experiments:
+          web:
+            topology: two-path
+            paths: [lab-20m-40ms, lab-20m-40ms]
+            kernel: {mptcp: false, path_manager: {subflows: 2, add_addr_accepted: 2}}
+            workload: {type: web, page: amazon, loads: 2}
+            timeout: 90s
+            matrix:
+              workload.http: ["1.1", "2"]
+            variants:
+              - {name: mptcp-h1, kernel.mptcp: true}
+        """)  # fmt: skip
+    page = 1024 * 1024
+    for variant, conns in (("http=1.1", 6), ("http=2", 1), ("mptcp-h1", 6)):
+        m = res[variant]["metrics"]
+        assert m["objects"] == 54 and m["bytes"] == m["page_bytes"] == page
+        assert m["connections"] == conns
+        rate = 40e6 if variant == "mptcp-h1" else 20e6
+        assert m["capacity_mbps"] == rate / 1e6
+        for t in m["page_loads_s"]:
+            # handshake + request + every byte at the bottleneck rate
+            assert t >= 2 * RTT_S + page * 8 / rate, (variant, t)
+            assert t < 10 * (page * 8 / rate)  # and not absurdly slow
+        ends = [o[3] for o in m["object_times"]]
+        assert max(ends) / 1000 == pytest.approx(m["page_loads_s"][0], abs=0.002)
+        assert min(o[2] for o in m["object_times"]) >= RTT_S * 1000 * 0.9  # after the handshake
+
+
+def test_dash_player_adapts_to_the_link(kernel, tmp_path):
+    res = run_campaign(kernel, tmp_path, """\
+        experiments:
+          dash:
+            topology: two-path
+            paths: [lab-2m-40ms, lab-2m-40ms]
+            kernel: {mptcp: false}
+            workload: {type: dash, duration: 60s, play: 32s}
+            timeout: 120s
+            matrix:
+              paths: [[lab-2m-40ms, lab-2m-40ms], [lab-20m-40ms, lab-20m-40ms]]
+        """)  # fmt: skip
+    slow = res["paths=lab-2m-40ms+lab-2m-40ms"]["metrics"]
+    fast = res["paths=lab-20m-40ms+lab-20m-40ms"]["metrics"]
+    top = max(fast["ladder_mbps"])
+    assert slow["segments"] == fast["segments"] == 8
+    assert (
+        max(slow["bitrates_mbps"][2:]) < 2.0 and slow["last_bitrate_mbps"] > 1.0
+    )  # settles below 2
+    assert slow["download_mbps"] < 2.0 and slow["stalls"] == 0
+    assert fast["last_bitrate_mbps"] == top and fast["top_bitrate_share"] >= 0.75
+    assert fast["startup_delay_s"] < slow["startup_delay_s"]
+    assert slow["startup_delay_s"] >= 0.331e6 * 4 / 8 * 8 / 2e6  # the first segment at 2 Mbit/s
+
+
+def test_background_presets_produce_their_load(kernel, tmp_path):
+    res = run_campaign(kernel, tmp_path, """\
+        experiments:
+          bg:
+            topology: two-path
+            paths: [lab-20m-40ms, lab-20m-40ms]
+            workload: {type: idle, duration: 20s}
+            timeout: 90s
+            background:
+              - {preset: blest-3g-wlan, tcp_flows: 2, udp_flows: 8, seed: 1}
+            variants:
+              - {name: blest-wlan-wlan-tcp,
+                 background: [{preset: blest-wlan-wlan, tcp_flows: 3, udp_flows: 0, seed: 2}]}
+              - {name: sbd, background: [{preset: sbd, tcp_flows: 1, udp_flows: 6, seed: 3}]}
+              - {name: fec, background: [{preset: fec, tcp_flows: 1, udp_flows: 1, seed: 4}]}
+        """, jobs=1)  # fmt: skip
+    for variant, result in res.items():
+        pairs = result["background"]["pairs"]
+        assert [p["pair"] for p in pairs] == [1, 2]
+        for p in pairs:
+            assert p["window_s"] > 19
+            # what D-ITG delivered is what the seeded schedule offered
+            assert p["received_mbps"] == pytest.approx(p["scheduled_mbps"], rel=0.1), (variant, p)
+            assert p["sent_mbps"] == pytest.approx(p["received_mbps"], rel=0.02)
+            assert p["load_ok"] is True
+    # constant TCP flows: the schedule is the preset's rate (3 x 157 pps x 1000 B)
+    for p in res["blest-wlan-wlan-tcp"]["background"]["pairs"]:
+        assert p["configured_mbps"] == pytest.approx(3 * 157 * 8000 / 1e6)
+        assert p["received_mbps"] == pytest.approx(p["configured_mbps"], rel=0.1)
+    sched = json.loads(
+        (Path(res["sbd"]["_dir"]) / "traces" / "background-schedule.json").read_text()
+    )
+    assert sum(f["kind"] == "udp" for f in sched["flows"]) == 12
+    assert all(50 <= f["pps"] <= 150 for f in sched["flows"] if f["kind"] == "udp")
