@@ -185,7 +185,18 @@ def start_traces(ctx: Context) -> None:
         for host in (ctx.client, ctx.server):
             for dev in ctx.net.hosts[host].interfaces:
                 pcap = ctx.trace_dir / f"{dev}.pcap"
-                args = ["tcpdump", "-i", dev, "-s", str(t.snaplen), "-w", str(pcap), "-U", "tcp"]
+                args = [
+                    "tcpdump",
+                    "-i",
+                    dev,
+                    "-s",
+                    str(t.snaplen),
+                    "-w",
+                    str(pcap),
+                    "-U",
+                    "--immediate-mode",
+                    "tcp",
+                ]
                 ctx.procs.append(ctx.net.popen(host, args, stderr=subprocess.DEVNULL))
     ktrace.enable()
 
