@@ -11,7 +11,6 @@ mptlab nightly NAME [run options] | --accept [S]   run, compare with the baselin
 
 from __future__ import annotations
 
-import argparse
 import math
 import sys
 from pathlib import Path
@@ -319,20 +318,3 @@ def add_subcommands(sub) -> None:
     p.add_argument("--strict", action="store_true")
     p.add_argument("--no-pcap", action="store_true")
     p.set_defaults(func=_errors(cmd_nightly))
-
-
-def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (``python -m analysis.cli``), same subcommands as mptlab."""
-    parser = argparse.ArgumentParser(prog="mptlab-analysis")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_subcommands(sub)
-    args = parser.parse_args(argv)
-    try:
-        return args.func(args)
-    except SpecError as exc:
-        print(f"mptlab: {exc}", file=sys.stderr)
-        return 2
-
-
-if __name__ == "__main__":
-    sys.exit(main())
