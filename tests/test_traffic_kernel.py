@@ -49,6 +49,18 @@ def run_campaign(kernel, tmp_path, text: str, jobs: int = 2) -> dict[str, dict]:
     return results
 
 
+def second_path_samples(result: dict, port: int | None = None) -> int:
+    """Samples of an established subflow from the client's second address
+    (to ``port``, if given): MPTCP used both paths."""
+    trace = Path(result["_dir"]) / "traces" / "client-subflows.csv"
+    second = result["addresses"]["client"][1]
+    return sum(
+        1
+        for r in csv.DictReader(trace.read_text().splitlines())
+        if r["saddr"] == second and r["state"] == "1" and (port is None or r["dport"] == str(port))
+    )
+
+
 def test_cbr_delay_is_the_link_delay_on_an_idle_link(kernel, tmp_path):
     res = run_campaign(kernel, tmp_path, """\
         experiments:
@@ -94,6 +106,8 @@ def test_blocks_and_live_video_arrive_after_the_link_delay(kernel, tmp_path):
     assert b["blocks_received"] == b["blocks_sent"] == int(6 / (8192 * 8 / 1.875e6))
     assert b["delay_min_ms"] >= ONE_WAY_MS
     assert b["delay_median_ms"] <= ONE_WAY_MS + 8192 * 8 / 20e6 * 1000 + 5
+    for variant, port in (("blocks", 8084), ("live", 8083)):  # both paths joined
+        assert second_path_samples(res[variant], port) >= 3, variant
     v = res["live"]["metrics"]
     assert v["frames"] == 200 and v["frames_in_time"] == 200 and v["frames_dropped"] == 0
     assert v["delay_min_ms"] >= ONE_WAY_MS and v["delay_median_ms"] < 100
@@ -129,6 +143,7 @@ def test_page_loads_take_at_least_the_transfer_time(kernel, tmp_path):
         ends = [o[3] for o in m["object_times"]]
         assert max(ends) / 1000 == pytest.approx(m["page_loads_s"][0], abs=0.002)
         assert min(o[2] for o in m["object_times"]) >= RTT_S * 1000 * 0.9  # after the handshake
+    assert second_path_samples(res["mptcp-h1"], 8081) >= 1
 
 
 def test_dash_player_adapts_to_the_link(kernel, tmp_path):

@@ -107,8 +107,7 @@ def run(ctx) -> dict:
     use = mptcp(ctx)
     lsock = listen(ctx.net.ns(ctx.server), use, PORT)
     client = connect(ctx.net.ns(ctx.client), use, dest, PORT, bind)
-    server, _ = lsock.accept()
-    lsock.close()
+    server, _ = lsock.accept()  # the listener stays open: MPTCP joins arrive at its port
     server.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     snd, rcv = (server, client) if p.direction == "download" else (client, server)
     sent: dict = {}
@@ -124,6 +123,7 @@ def run(ctx) -> dict:
     ctx.mark("workload_end")
     client.close()
     server.close()
+    lsock.close()
     for side in (sent, got):
         if "error" in side:
             raise RuntimeError(f"block transfer failed: {side['error']!r}")

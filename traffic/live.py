@@ -68,8 +68,7 @@ def prepare(p: dict) -> dict:
 
 def _send(lsock: socket.socket, stream: bytes, frames: list[dict], fps: int, out: dict) -> None:
     try:
-        conn, _ = lsock.accept()
-        lsock.close()
+        conn, _ = lsock.accept()  # the listener stays open: MPTCP joins arrive at its port
         conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         t0 = time.time() + 0.05
         lag = 0.0
@@ -174,6 +173,7 @@ def run(ctx) -> dict:
         sock.close()
     ctx.mark("workload_end")
     sender.join(timeout=10)
+    lsock.close()
     if "error" in sent:
         raise RuntimeError(f"live sender failed: {sent['error']!r}")
     with open(ctx.trace_dir / "live-frames.csv", "w", newline="") as fh:
