@@ -146,6 +146,11 @@ def configure(ctx: Context) -> dict:
         "net.ipv4.tcp_no_metrics_save": 1,
         "net.mptcp.enabled": 1,
         "net.mptcp.checksum_enabled": int(k.checksum),
+        # The server announces its other addresses once, on a pure ACK; Linux
+        # re-sends a lost ADD_ADDR only after add_addr_timeout (120 s by
+        # default), so one loss on a lossy first path would leave a run on a
+        # single subflow.  1 s unless the experiment's sysctls say otherwise.
+        "net.mptcp.add_addr_timeout": 1,
     }
     if k.rmem:
         per_ns["net.ipv4.tcp_rmem"] = f"4096 131072 {k.rmem}"
