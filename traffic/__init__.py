@@ -11,7 +11,15 @@ A workload is a module ``traffic/<type>.py`` (the YAML's ``workload.type``) with
   ``ctx.trace_dir``, ``ctx.log()``, ``ctx.mark()``; ``ctx.workload`` holds
   the validated params as attributes);
 - optionally ``quick(params: dict) -> dict``: the shortened version used by
-  ``mptlab run --quick``.
+  ``mptlab run --quick``;
+- optionally ``prepare(params: dict) -> dict``: runs on the host before the
+  runs (content made once and cached, e.g. web pages, video); the guest sees
+  the result as ``config.workload.prepared``.
+
+``traffic/background.py`` is not a workload: it starts and stops the
+experiment's ``background:`` flows around the workload.  ``pages``,
+``media`` and ``dash_player`` are helpers; modules starting with ``_`` too.
+docs/workloads.md documents every workload's parameters and metrics.
 
 ``available()`` lists the workload types.
 """
