@@ -42,6 +42,9 @@ def test_sampler_sees_subflows_and_the_ofo_queue(guest):
         (s["saddr"], s["sport"]) for s in subflows if int(s["bytes_received"] or 0) > 10_000
     }
     assert len(data_subflows) == 2, data_subflows  # one subflow per path carried the download
+    mptcp_rows = [s for s in subflows if (s["saddr"], s["sport"]) in data_subflows]
+    assert all(s["token_loc"] and s["id_loc"] != "" for s in mptcp_rows)  # MPTCP subflow attributes
+    assert {s["id_loc"] for s in mptcp_rows} == {"0", "1"}
     assert all(int(s["srtt_us"]) > 0 and int(s["cwnd"]) > 0 for s in subflows if s["state"] == "1")
     receiving = [c for c in conns if int(c["bytes_received"]) > 1_000_000]
     assert receiving and receiving[-1]["scheduler"] == "default"  # the receiver's own msk
