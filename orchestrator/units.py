@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+_NUM = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
 _RATE_UNITS = {
     "bit": 1e-6, "bps": 1e-6,
