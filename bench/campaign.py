@@ -6,13 +6,14 @@ before a run's goodput suffers, and the per-run overhead.
 For each concurrency N, a campaign of N identical runs (two-path, lossless
 WLAN 25 Mbit/s 12.5 ms + 3G 5 Mbit/s 32.5 ms, default scheduler, 20 s
 download) runs with ``--jobs N``; the median per-run goodput is compared
-with that of runs alone (N=1, three of them).  Overhead = a run's wall time
+with that of runs alone (N=1, four of them).  Overhead = a run's wall time
 minus its workload time (boot, network build, teardown).
 """
 
 from __future__ import annotations
 
 import json
+import resource
 import statistics
 import tempfile
 import textwrap
@@ -24,7 +25,7 @@ from orchestrator.runner import Campaign
 
 from .report import write_section
 
-LEVELS = [1, 4, 8, 12, 16, 20, 24]
+LEVELS = [1, 2, 3, 4, 6, 8, 12, 16]
 CAMPAIGN = """\
 profiles:
   bench-wlan: {rate: 25mbit, delay: 12.5ms, queue: 100 packets}
@@ -37,8 +38,12 @@ experiments:
     workload: {type: bulk, duration: 20s}
     warmup: 2s
     timeout: 120s
-    traces: {ss_interval: 100ms, ofo_interval: 10ms}
 """
+
+
+def _median(rows: list[dict], key: str) -> str:
+    values = [r[key] for r in rows if r.get(key) is not None]
+    return f"{statistics.median(values):.1f}" if values else "-"
 
 
 def run_level(tmp: Path, kernel, n: int, reps: int) -> list[dict]:
@@ -46,7 +51,10 @@ def run_level(tmp: Path, kernel, n: int, reps: int) -> list[dict]:
     path.write_text(textwrap.dedent(CAMPAIGN))
     runs = Catalog.load(path).expand("bench", repetitions=reps)
     out = tmp / f"n{n}"
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     report = Campaign(out, runs, kernel, jobs=n).run()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / len(runs)
     rows = []
     for run_dir in sorted((out / "runs" / "base").glob("rep-*")):
         info = json.loads((run_dir / "run.json").read_text())
@@ -55,8 +63,10 @@ def run_level(tmp: Path, kernel, n: int, reps: int) -> list[dict]:
             continue
         res = json.loads((run_dir / "result.json").read_text())
         work = res["marks"]["workload_end"] - res["marks"]["workload_start"]
+        lateness = res.get("fidelity", {}).get("sampler_lateness", {})
         rows.append({"ok": True, "goodput": res["metrics"]["goodput_mbps"], "overhead": info["seconds"] - work,
-                     "seconds": info["seconds"]})  # fmt: skip
+                     "seconds": info["seconds"], "cpu": cpu, "late_p50": lateness.get("p50_ms"),
+                     "late_p99": lateness.get("p99_ms")})  # fmt: skip
     assert len(rows) == len(report.outcomes)
     return rows
 
@@ -66,18 +76,21 @@ def main() -> None:
     results = {}
     with tempfile.TemporaryDirectory(prefix="mptlab-bench-", dir="/var/tmp") as tmp:
         for n in LEVELS:
-            rows = run_level(Path(tmp), kernel, n, reps=3 if n == 1 else n)
+            rows = run_level(Path(tmp), kernel, n, reps=max(n, 4))
             results[n] = rows
             ok = [r for r in rows if r["ok"]]
-            print(n, len(ok), statistics.median(r["goodput"] for r in ok) if ok else None, flush=True)
+            print(
+                n, len(ok), statistics.median(r["goodput"] for r in ok) if ok else None, flush=True
+            )
     solo = statistics.median(r["goodput"] for r in results[1] if r["ok"])
-    lines = ["| concurrent runs | ok | median goodput (Mbit/s) | vs solo | worst run vs solo | median overhead (s) | wall time per run (s) |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = ["| concurrent runs | ok | median goodput (Mbit/s) | vs solo | worst run vs solo | median overhead (s) "
+             "| wall time per run (s) | host CPU per run (s) | sampler lateness p50 / p99 (ms) |",
+             "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
     best = 1
     for n, rows in results.items():
         ok = [r for r in rows if r["ok"]]
         if not ok:
-            lines.append(f"| {n} | 0/{len(rows)} | - | - | - | - | - |")
+            lines.append(f"| {n} | 0/{len(rows)} | - | - | - | - | - | - | - |")
             continue
         med = statistics.median(r["goodput"] for r in ok)
         worst = min(r["goodput"] for r in ok)
@@ -85,14 +98,20 @@ def main() -> None:
         if len(ok) == len(rows) and abs(rel) <= 2:
             best = max(best, n)
         lines.append(f"| {n} | {len(ok)}/{len(rows)} | {med:.2f} | {rel:+.1f} % | {rel_worst:+.1f} % "
-                     f"| {statistics.median(r['overhead'] for r in ok):.1f} | {statistics.median(r['seconds'] for r in ok):.1f} |")  # fmt: skip
+                     f"| {statistics.median(r['overhead'] for r in ok):.1f} | {statistics.median(r['seconds'] for r in ok):.1f} "
+                     f"| {ok[0]['cpu']:.1f} | {_median(ok, 'late_p50')} / {_median(ok, 'late_p99')} |")  # fmt: skip
     body = (
         "Two-path topology, lossless WLAN (25 Mbit/s, 12.5 ms, 100 pkts) + 3G (5 Mbit/s, 32.5 ms, 100 pkts),\n"
         "default scheduler, 20 s download after which goodput is taken (2 s warm-up excluded);\n"
-        "samplers on (100 ms subflows, 10 ms OFO).  N runs of the same campaign with `--jobs N`.\n\n"
+        "default traces (subflow and connection samples every 100 ms, every OFO change from the kernel\n"
+        "tracepoint, no tcpdump).  N runs (at least 4) of the same campaign with `--jobs N`.\n"
+        "Host CPU per run: user + system CPU of all the guests of a level divided by its runs.\n"
+        "Sampler lateness: how late the guest's 100 ms sampling wakeups came (median over runs).\n\n"
         + "\n".join(lines)
         + f"\n\n**Largest concurrency with median per-run goodput within 2 % of a solo run: {best}.**\n"
         "Overhead = run wall time minus workload time (boot, network build, teardown).\n"
     )
-    write_section("campaign", "Campaign throughput and per-run overhead", "python -m bench.run campaign", body)
+    write_section(
+        "campaign", "Campaign throughput and per-run overhead", "python -m bench.run campaign", body
+    )
     print(body)

@@ -38,7 +38,7 @@ from pathlib import Path
 from . import kmod, ktrace
 from .netlab import Net, dev_name
 from .runspec import RunSpec, attrs
-from .sampler import SamplerThread
+from .sampler import SamplerThread, lateness_summary
 from .topology import NetPlan, build, mptcp_endpoints
 
 RESULT = "result.json"
@@ -69,6 +69,7 @@ class Context:
         self._log = open(run_dir / "agent.log", "a")  # noqa: SIM115
         self.procs: list[subprocess.Popen] = []
         self.samplers: list[SamplerThread] = []
+        self.trace_reader: ktrace.TraceReader | None = None
 
     def log(self, msg: str) -> None:
         self._log.write(f"{time.time():.3f} {msg}\n")
@@ -173,19 +174,18 @@ def configure(ctx: Context) -> dict:
 
 
 def start_traces(ctx: Context) -> None:
-    """Samplers (threads of this process, one per namespace), tcpdump, and
-    the kernel's stats tracepoints."""
+    """The sampler (one thread of this process for the client's and the
+    server's namespaces), tcpdump, and the kernel's tracepoints (drained
+    into the run dir while the run goes on)."""
     t = ctx.config.traces
     if t.ss_interval or t.ofo_interval:
-        for host in (ctx.client, ctx.server):
-            ctx.samplers.append(
-                SamplerThread(
-                    ctx.net.ns(host),
-                    str(ctx.trace_dir / host),
-                    (t.ss_interval or 0) / 1000 or None,
-                    (t.ofo_interval or 0) / 1000 or None,
-                )
+        ctx.samplers.append(
+            SamplerThread(
+                {str(ctx.trace_dir / host): ctx.net.ns(host) for host in (ctx.client, ctx.server)},
+                (t.ss_interval or 0) / 1000 or None,
+                (t.ofo_interval or 0) / 1000 or None,
             )
+        )
     if t.tcpdump:
         for host in (ctx.client, ctx.server):
             for dev in ctx.net.hosts[host].interfaces:
@@ -203,12 +203,20 @@ def start_traces(ctx: Context) -> None:
                     "tcp",
                 ]
                 ctx.procs.append(ctx.net.popen(host, args, stderr=subprocess.DEVNULL))
-    ktrace.enable()
+    events = ktrace.STATS_EVENTS + ((ktrace.OFO_EVENT,) if t.ofo_events else ())
+    ktrace.enable(events, clock="mono")
+    ctx.trace_reader = ktrace.TraceReader(
+        ctx.trace_dir / "ktrace.txt", ctx.trace_dir / "ofo-events.csv"
+    )
 
 
-def stop_traces(ctx: Context) -> list[dict]:
+def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
+    """Stop every trace; the kernel's stats events and what the traces say
+    about the run's fidelity (sampler lateness, events the kernel lost)."""
+    lateness: list[float] = []
     for sampler in ctx.samplers:
         sampler.stop()
+        lateness += sampler.lateness
     for proc in ctx.procs:
         proc.send_signal(signal.SIGTERM)
     for proc in ctx.procs:
@@ -216,9 +224,16 @@ def stop_traces(ctx: Context) -> list[dict]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    text = (ktrace.TRACEFS / "trace").read_text()
-    (ctx.trace_dir / "ktrace.txt").write_text(text)
-    return ktrace.parse(text)
+    ofo_events = ctx.trace_reader.stop()
+    lost = ktrace.lost_events()
+    if lost:
+        ctx.log(f"kernel trace: {lost} events lost (ring buffer overrun)")
+    fidelity = {
+        "sampler_lateness": lateness_summary(lateness),
+        "ktrace_lost_events": lost,
+        "ofo_events": ofo_events,
+    }
+    return ktrace.parse((ctx.trace_dir / "ktrace.txt").read_text()), fidelity
 
 
 def wait_for_close(ctx: Context, timeout_s: float = 30) -> None:
@@ -278,9 +293,10 @@ def run(run_dir: Path) -> int:
         metrics = workload.run(ctx)
         background_metrics = background.stop(ctx) if background else None
         wait_for_close(ctx)
-        records = stop_traces(ctx)
+        records, fidelity = stop_traces(ctx)
         result.update(
             status="ok",
+            fidelity=fidelity,
             metrics=metrics,
             background=background_metrics,
             kernel=kernel_counters(ctx, records),

@@ -7,15 +7,25 @@ The kernel patch ``0002`` adds three events (see kernel/README.md):
   to it and reinjected, TCP retransmissions, addresses;
 - ``mptcp:mptcp_conn_stats``: once per connection when it is destroyed;
 - ``mptcp:mptcp_ofo_queue``: every change of the out-of-order queue.
+
+During a run, ``TraceReader`` drains the buffer (``trace_pipe``) every half
+second, so a long run cannot overflow it: OFO events go to a compact CSV with
+wall-clock times, everything else to ``ktrace.txt``.  Events lost anyway (the
+kernel's overrun counters) are counted, never silently dropped.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import threading
+import time
 from pathlib import Path
 
 TRACEFS = Path("/sys/kernel/tracing")
 STATS_EVENTS = ("mptcp_subflow_stats", "mptcp_conn_stats")
+OFO_EVENT = "mptcp_ofo_queue"
+OFO_COLUMNS = "t,token,ofo_bytes,ofo_segs"
 
 _FIELD = re.compile(r"(\w+)=(\S+)")
 _EVENT = re.compile(
@@ -23,9 +33,17 @@ _EVENT = re.compile(
 )
 
 
-def enable(events: tuple[str, ...] = STATS_EVENTS, buffer_kb: int = 8192) -> None:
-    """Clear the trace buffer and enable ``events`` (names under events/mptcp/)."""
+_OFO = re.compile(r"\s([\d.]+): mptcp_ofo_queue: token=([0-9a-f]+) ofo_bytes=(\d+) ofo_segs=(\d+)")
+
+
+def enable(
+    events: tuple[str, ...] = STATS_EVENTS, buffer_kb: int = 8192, clock: str | None = None
+) -> None:
+    """Clear the trace buffer and enable ``events`` (names under events/mptcp/);
+    ``clock="mono"`` stamps events with CLOCK_MONOTONIC (``time.monotonic()``)."""
     (TRACEFS / "buffer_size_kb").write_text(str(buffer_kb))
+    if clock:
+        (TRACEFS / "trace_clock").write_text(clock)
     (TRACEFS / "trace").write_text("")
     for event in events:
         (TRACEFS / "events" / "mptcp" / event / "enable").write_text("1")
@@ -75,3 +93,74 @@ def sender_subflows(records: list[dict], token: str | None = None) -> list[dict]
             return []
         token = max(totals, key=totals.get)
     return [r for r in subflows if r["token"] == token]
+
+
+def lost_events() -> int:
+    """Events the kernel could not keep (ring buffer overruns plus dropped
+    events, summed over CPUs) since the buffer was last cleared."""
+    total = 0
+    for stats in (TRACEFS / "per_cpu").glob("cpu*/stats"):
+        for line in stats.read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() in ("overrun", "dropped events"):
+                total += int(value.split()[0])
+    return total
+
+
+class TraceReader:
+    """Drain ``trace_pipe`` into ``text_path`` (every event but OFO changes)
+    and ``ofo_path`` (OFO changes as ``t,token,ofo_bytes,ofo_segs`` with
+    ``t`` in wall-clock seconds; needs ``enable(clock="mono")``) every
+    ``interval`` s in a thread, then once more on ``stop()``."""
+
+    def __init__(self, text_path: Path, ofo_path: Path, interval: float = 0.5):
+        self.offset = time.time() - time.monotonic()
+        self.fd = os.open(TRACEFS / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
+        self.text = open(text_path, "w")  # noqa: SIM115 - closed in stop()
+        self.ofo = open(ofo_path, "w")  # noqa: SIM115
+        self.ofo.write(OFO_COLUMNS + "\n")
+        self.ofo_events = 0
+        self.partial = ""
+        self.interval = interval
+        self.stop_event = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        while not self.stop_event.wait(self.interval):
+            self.drain()
+
+    def drain(self) -> None:
+        while True:
+            try:
+                chunk = os.read(self.fd, 1 << 17)
+            except BlockingIOError:
+                return
+            if not chunk:
+                return
+            lines = (self.partial + chunk.decode(errors="replace")).split("\n")
+            self.partial = lines.pop()
+            other = []
+            rows = []
+            for line in lines:
+                m = _OFO.search(line) if OFO_EVENT in line else None
+                if m:
+                    t = float(m[1]) + self.offset
+                    rows.append(f"{t:.6f},{m[2]},{m[3]},{m[4]}\n")
+                elif line:
+                    other.append(line + "\n")
+            self.ofo_events += len(rows)
+            self.ofo.writelines(rows)
+            self.text.writelines(other)
+
+    def stop(self) -> int:
+        """Stop, drain what is left, close the files; the number of OFO events."""
+        self.stop_event.set()
+        self.thread.join(10)
+        self.drain()
+        if self.partial:
+            self.text.write(self.partial + "\n")
+        os.close(self.fd)
+        self.text.close()
+        self.ofo.close()
+        return self.ofo_events

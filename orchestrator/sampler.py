@@ -7,9 +7,11 @@ writes ``OUT_PREFIX-subflows.csv`` (every TCP socket every ``--ss`` seconds:
 cwnd, sRTT, in-flight, retransmissions, bytes, and the MPTCP subflow
 counters of patch 0002) and ``OUT_PREFIX-mptcp.csv`` (every MPTCP connection
 every ``--mptcp`` seconds: OFO queue now/max, bytes sent/reinjected/acked/
-received, scheduler).  One netlink dump per sample, no process per sample,
-so 10 ms sampling (the BLEST paper's OFO sampling) is cheap.  Stops on
-SIGTERM/SIGINT and flushes.
+received, scheduler).  One netlink dump per sample, no process per sample.
+A sample still costs the guest a dozen system calls, and a system call in a
+User-Mode Linux guest costs ~70 us of host CPU here: the agent therefore
+samples at 100 ms and gets every OFO change from the kernel tracepoint
+instead (``orchestrator.ktrace``).  Stops on SIGTERM/SIGINT and flushes.
 """
 
 from __future__ import annotations
@@ -176,40 +178,56 @@ def mptcp_rows(diag: Diag, now: float) -> list[list]:
 
 
 def run(
-    prefix: str,
+    prefix: str | None,
     ss_interval: float | None,
     mptcp_interval: float | None,
     duration: float | None = None,
     stop: threading.Event | None = None,
     diag: Diag | None = None,
+    targets: list[tuple[str, Diag]] | None = None,
+    lateness: list[float] | None = None,
 ) -> None:
-    """Sample until ``stop`` is set (or ``duration`` s have passed)."""
+    """Sample until ``stop`` is set (or ``duration`` s have passed).
+
+    ``targets`` lists (output prefix, Diag) pairs sampled in turn by this one
+    loop (one per network namespace); without it, ``prefix`` and ``diag``
+    (or a Diag of the current namespace) are the only target.  How late each
+    wakeup came (s) is appended to ``lateness``: a loaded host shows there.
+    """
     stop = stop or threading.Event()
-    diag = diag or Diag()
-    files, writers = [], {}
-    for kind, interval, columns in (
-        ("subflows", ss_interval, SUBFLOW_COLUMNS),
-        ("mptcp", mptcp_interval, MPTCP_COLUMNS),
-    ):
-        if interval:
-            f = open(f"{prefix}-{kind}.csv", "w", newline="")  # noqa: SIM115
-            files.append(f)
-            writers[kind] = csv.writer(f)
-            writers[kind].writerow(columns)
-    start = time.monotonic()
-    due = {"subflows": start, "mptcp": start}
+    if targets is None:
+        targets = [(prefix, diag or Diag())]
+    files = []
+    jobs = []  # (kind, diag, writer)
     intervals = {"subflows": ss_interval, "mptcp": mptcp_interval}
     samplers = {"subflows": subflow_rows, "mptcp": mptcp_rows}
+    columns = {"subflows": SUBFLOW_COLUMNS, "mptcp": MPTCP_COLUMNS}
+    for out_prefix, target_diag in targets:
+        for kind, interval in intervals.items():
+            if interval:
+                f = open(f"{out_prefix}-{kind}.csv", "w", newline="")  # noqa: SIM115
+                files.append(f)
+                writer = csv.writer(f)
+                writer.writerow(columns[kind])
+                jobs.append((kind, target_diag, writer))
+    kinds = {kind for kind, _, _ in jobs}
+    start = time.monotonic()
+    due = {kind: start for kind in kinds}
     try:
         while not stop.is_set() and (duration is None or time.monotonic() - start < duration):
             now_mono = time.monotonic()
-            for kind in writers:
-                if now_mono >= due[kind]:
-                    writers[kind].writerows(samplers[kind](diag, time.time()))
-                    due[kind] += intervals[kind]
-                    if due[kind] < now_mono:  # fell behind: skip, do not burst
-                        due[kind] = now_mono + intervals[kind]
-            next_due = min(due[k] for k in writers) if writers else now_mono + 1
+            ready = {kind for kind in kinds if now_mono >= due[kind]}
+            if ready and lateness is not None:
+                lateness.append(now_mono - min(due[kind] for kind in ready))
+            now = time.time()
+            for kind, target_diag, writer in jobs:
+                if kind in ready:
+                    writer.writerows(samplers[kind](target_diag, now))
+            for kind in ready:
+                due[kind] += intervals[kind]
+                if due[kind] < now_mono:  # fell behind: skip, do not burst
+                    due[kind] = now_mono + intervals[kind]
+            next_due = min(due.values()) if due else now_mono + 1
             stop.wait(max(0.0, next_due - time.monotonic()))
     finally:
         for f in files:
@@ -217,21 +235,25 @@ def run(
 
 
 class SamplerThread:
-    """``run()`` in a thread of the calling process, sampling the namespace
-    ``netns`` (its netlink socket is created there; no process is spawned)."""
+    """``run()`` in one thread of the calling process, sampling every
+    namespace of ``targets`` ({output prefix: netns name}); the netlink
+    sockets are created in their namespaces, no process is spawned."""
 
     def __init__(
-        self, netns: str, prefix: str, ss_interval: float | None, mptcp_interval: float | None
+        self, targets: dict[str, str], ss_interval: float | None, mptcp_interval: float | None
     ):
         from .netlab import in_netns
 
-        with in_netns(netns):
-            diag = Diag()
+        diags = []
+        for out_prefix, netns in targets.items():
+            with in_netns(netns):
+                diags.append((out_prefix, Diag()))
         self.stop_event = threading.Event()
+        self.lateness: list[float] = []
         self.thread = threading.Thread(
             target=run,
-            args=(prefix, ss_interval, mptcp_interval),
-            kwargs={"stop": self.stop_event, "diag": diag},
+            args=(None, ss_interval, mptcp_interval),
+            kwargs={"stop": self.stop_event, "targets": diags, "lateness": self.lateness},
             daemon=True,
         )
         self.thread.start()
@@ -239,6 +261,19 @@ class SamplerThread:
     def stop(self, timeout: float = 10) -> None:
         self.stop_event.set()
         self.thread.join(timeout)
+
+
+def lateness_summary(lateness: list[float]) -> dict:
+    """Timer lateness of the sampling loop in ms: how long the guest waited
+    for the host CPU beyond a due wakeup (median, 99th percentile, max, n)."""
+    if not lateness:
+        return {"n": 0}
+    ms = sorted(v * 1000 for v in lateness)
+
+    def pct(q: float) -> float:
+        return round(ms[min(len(ms) - 1, int(q * (len(ms) - 1) + 0.5))], 3)
+
+    return {"n": len(ms), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": round(ms[-1], 3)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -214,7 +214,12 @@ class WorkloadSpec(BaseModel):
 
 class TracesSpec(Strict):
     ss_interval: Duration | None = Field(100.0, description="subflow sampling period; null: off")
-    ofo_interval: Duration | None = Field(10.0, description="MPTCP OFO queue sampling; null: off")
+    ofo_interval: Duration | None = Field(
+        100.0, description="MPTCP connection sampling (OFO queue now/max, bytes); null: off"
+    )
+    ofo_events: bool = Field(
+        True, description="every change of the MPTCP OFO queue, from the kernel tracepoint"
+    )
     tcpdump: bool = False
     snaplen: int = Field(128, ge=64)
 
