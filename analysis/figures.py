@@ -206,13 +206,19 @@ def path_share(runs: pd.DataFrame, by: str = "variant", order: list | None = Non
 
 def timeseries(ss: pd.DataFrame, mptcp: pd.DataFrame, run_id: str,
                fields: tuple[str, ...] = ("cwnd", "srtt_ms"), pcap_ofo: pd.DataFrame | None = None,
-               title: str | None = None):  # fmt: skip
+               title: str | None = None, kernel_ofo: pd.DataFrame | None = None):  # fmt: skip
     """Per-subflow time series of one run (one panel per field) and the
-    receiver's MPTCP out-of-order queue (kernel samples; pcap reconstruction
-    dashed when available)."""
+    receiver's MPTCP out-of-order queue (the kernel's: 10 ms peaks from the
+    tracepoint when available, else the connection samples; pcap
+    reconstruction dashed when available)."""
     ss = ss[ss["run_id"] == run_id] if len(ss) else ss
     mp = mptcp[mptcp["run_id"] == run_id] if len(mptcp) else mptcp
     po = pcap_ofo[pcap_ofo["run_id"] == run_id] if pcap_ofo is not None and len(pcap_ofo) else None
+    ko = (
+        kernel_ofo[kernel_ofo["run_id"] == run_id]
+        if kernel_ofo is not None and len(kernel_ofo)
+        else None
+    )
     panels = list(fields) + ["ofo_bytes"]
     with plt.rc_context(STYLE):
         fig, axes = plt.subplots(
@@ -221,7 +227,7 @@ def timeseries(ss: pd.DataFrame, mptcp: pd.DataFrame, run_id: str,
         sockets = _data_sockets(ss)
         for ax, f in zip(axes, panels, strict=True):
             if f == "ofo_bytes":
-                _ofo_panel(ax, mp, po)
+                _ofo_panel(ax, mp, po, ko)
             elif len(sockets) and f in ss:
                 for i, (sock, g) in enumerate(sockets):
                     lab = f"path {int(g['path'].iloc[0])}" if g["path"].notna().any() else sock
@@ -255,7 +261,20 @@ def _data_sockets(ss: pd.DataFrame):
     return sorted(out, key=lambda sg: sg[1]["path"].min() if sg[1]["path"].notna().any() else 99)
 
 
-def _ofo_panel(ax, mp: pd.DataFrame, po: pd.DataFrame | None) -> None:
+def _ofo_panel(
+    ax, mp: pd.DataFrame, po: pd.DataFrame | None, ko: pd.DataFrame | None = None
+) -> None:
+    if ko is not None and len(ko):
+        tok = ko.groupby("token")["ofo_bytes_max"].max().idxmax()
+        g = ko[ko["token"] == tok].sort_values("t")
+        ax.plot(g["t_rel"], g["ofo_bytes_max"], lw=1, color="black", label="kernel (10 ms peak)")
+        if po is not None and len(po):
+            t0 = g["t"].iloc[0] - g["t_rel"].iloc[0]
+            conn = po.groupby(["conn", "direction"])["ofo_bytes_max"].max().idxmax()
+            p = po[(po["conn"] == conn[0]) & (po["direction"] == conn[1])]
+            ax.plot(p["t"] - t0, p["ofo_bytes_max"], lw=1, ls="--", color="tab:red", label="pcap")
+        ax.legend(frameon=False, fontsize=7, loc="upper right")
+        return
     drew = False
     if len(mp) and "ofo_bytes" in mp:
         by_token = mp.groupby("token")["ofo_bytes_max"].max() if "ofo_bytes_max" in mp else None

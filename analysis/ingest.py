@@ -25,9 +25,10 @@ import numpy as np
 import pandas as pd
 
 STORE = "analysis"
-SCHEMA = 1  # bump when tables change: the next ingest rebuilds the store
-TABLES = ["runs", "kernel_connections", "kernel_subflows", "ss", "mptcp", "series",
+SCHEMA = 2  # bump when tables change: the next ingest rebuilds the store
+TABLES = ["runs", "kernel_connections", "kernel_subflows", "ss", "mptcp", "kernel_ofo", "series",
           "pcap_subflows", "pcap_connections", "pcap_ofo"]  # fmt: skip
+OFO_BIN_S = 0.010  # the BLEST paper samples the OFO queue every 10 ms
 MAX_PARTS = 16  # parts per table before they are merged into one
 
 
@@ -239,6 +240,10 @@ def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> Ru
     for table in ("ss", "mptcp"):
         if table in tables:
             tables[table] = pd.concat(tables[table], ignore_index=True)
+    ofo = ofo_bins(_read_ofo_events(run_dir / "traces" / "ofo-events.csv"))
+    if len(ofo):
+        ofo["t_rel"] = ofo["t"] - t0 if t0 else np.nan
+        tables["kernel_ofo"] = ofo
     if "path_share_source" not in row and "ss" in tables:
         row.update(_ss_path_share(tables["ss"]))
     # packet captures
@@ -271,6 +276,47 @@ def _read_csv(path: Path) -> pd.DataFrame | None:
         return pd.read_csv(path, dtype=dtypes)
     except (ValueError, pd.errors.ParserError) as exc:
         raise IngestError(f"{path}: not a sampler CSV: {exc}") from None
+
+
+def _read_ofo_events(path: Path) -> pd.DataFrame | None:
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    try:
+        return pd.read_csv(path, dtype={"token": "string"})
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise IngestError(f"{path}: not an OFO event CSV: {exc}") from None
+
+
+def ofo_bins(events: pd.DataFrame | None, bin_s: float = OFO_BIN_S) -> pd.DataFrame:
+    """Every change of a connection's MPTCP OFO queue (``t, token, ofo_bytes,
+    ofo_segs``) -> fixed bins per connection: the queue at the end of the bin
+    (``ofo_bytes``, ``ofo_segs``) and its maximum within it (``ofo_bytes_max``,
+    ``ofo_segs_max``), from the connection's first change to its last.  ``t``
+    is the bin's start (wall clock, bins aligned to multiples of ``bin_s``)."""
+    cols = ["token", "t", "ofo_bytes", "ofo_bytes_max", "ofo_segs", "ofo_segs_max"]
+    if events is None or not len(events):
+        return pd.DataFrame(columns=cols)
+    out = []
+    for token, g in events.groupby("token", sort=True):
+        g = g.sort_values("t", kind="stable")
+        t = g["t"].to_numpy(dtype="float64")
+        first = math.floor(t[0] / bin_s)
+        idx = (np.floor(t / bin_s) - first).astype(np.int64)
+        n = int(idx[-1]) + 1
+        last_in_bin = np.r_[idx[1:] != idx[:-1], True]
+        row = {"token": token, "t": (first + np.arange(n)) * bin_s}
+        for col in ("ofo_bytes", "ofo_segs"):
+            v = g[col].to_numpy(dtype="float64")
+            end = np.full(n, np.nan)
+            end[idx[last_in_bin]] = v[last_in_bin]
+            end = pd.Series(end).ffill().to_numpy()
+            carried = np.r_[0.0, end[:-1]]  # the queue as the bin starts (empty before the first)
+            peak = np.full(n, -np.inf)
+            np.maximum.at(peak, idx, v)
+            row[col] = end.astype(np.int64)
+            row[f"{col}_max"] = np.maximum(peak, carried).astype(np.int64)
+        out.append(pd.DataFrame(row))
+    return pd.concat(out, ignore_index=True)[cols]
 
 
 def _ss_columns(df: pd.DataFrame, addresses: dict) -> pd.DataFrame:

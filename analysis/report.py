@@ -276,6 +276,7 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     ss = ingest.load_table(root, "ss")
     mp = ingest.load_table(root, "mptcp")
     po = ingest.load_table(root, "pcap_ofo")
+    ko = ingest.load_table(root, "kernel_ofo")
     if len(ss) or len(mp):
         parts.append("<h3>Per-subflow time series (the run closest to each variant's median "
                      f"{esc(fmetrics[0] if fmetrics else '')})</h3><div class='figs'>")  # fmt: skip
@@ -283,7 +284,12 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
             :max_timeseries
         ]:
             fig = figures.timeseries(
-                ss, mp, run_id, pcap_ofo=po if len(po) else None, title=f"{g}: {run_id}"
+                ss,
+                mp,
+                run_id,
+                pcap_ofo=po if len(po) else None,
+                title=f"{g}: {run_id}",
+                kernel_ofo=ko if len(ko) else None,
             )
             p = figures.save(fig, fig_dir, "ts-" + run_id.replace("/", "_"))
             parts.append(_img(p["png"], f"{g}: {run_id}", p["pdf"], out.parent))

@@ -112,7 +112,7 @@ class Progress:
 
 
 def cmd_run(args) -> int:
-    from .runner import Campaign
+    from .runner import STARVED_LATENESS_MS, Campaign
 
     target = Path(args.target)
     if target.suffix in (".yaml", ".yml") or target.exists():
@@ -149,6 +149,17 @@ def cmd_run(args) -> int:
         )
         for o in report.failed:
             print(f"  {o.status}: {o.run_id}: {o.reason}")
+        if report.starved:
+            worst = max(o.lateness_ms for o in report.starved)
+            print(
+                f"warning: {len(report.starved)} run(s) of this invocation were short of host CPU "
+                f"(99th percentile of guest timer lateness up to {worst:.1f} ms; over "
+                f"{STARVED_LATENESS_MS:g} ms counts): their timing, hence goodput and delays, may be off. Use fewer --jobs "
+                "(docs/benchmarks.md) and rerun them.",
+                file=sys.stderr,
+            )
+            for o in report.starved:
+                print(f"  starved: {o.run_id}: {o.lateness_ms:.1f} ms", file=sys.stderr)
         status |= 1 if report.failed else 0
     return status
 
@@ -180,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("target", help="experiment name, or a campaign YAML file")
     p.add_argument("--file", help="campaign file holding NAME (default: experiments.yaml)")
     p.add_argument("--reps", type=int, help="override the repetitions")
-    p.add_argument("--jobs", type=int, help="guests at once (default: 4 per CPU)")
+    p.add_argument("--jobs", type=int, help="guests at once (default: 2 per CPU)")
     p.add_argument("--out", help="results root (default: results/)")
     p.add_argument("--quick", action="store_true",
                    help="1/8 of the bytes or duration, no warm-up: a first look, results kept apart")  # fmt: skip

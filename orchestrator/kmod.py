@@ -2,18 +2,39 @@
 
 from __future__ import annotations
 
+import ctypes
+import os
+import platform
 import subprocess
 from pathlib import Path
 
 SYSCTL_DIR = Path("/proc/sys/net/mptcp")
 
 
+# finit_module(2): loading through the system call rather than insmod saves
+# a process per module (~80 ms of a UML guest's boot each).
+_FINIT_MODULE = {"x86_64": 313, "aarch64": 273}.get(platform.machine())
+
+
 def insmod(path: Path, params: dict[str, object] | None = None) -> None:
     """Load a module file; parameters as ``name=value`` words."""
-    args = ["insmod", str(path)] + [f"{k}={v}" for k, v in (params or {}).items()]
-    proc = subprocess.run(args, capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise RuntimeError(f"insmod {path.name} failed: {proc.stderr.strip()}")
+    words = [f"{k}={v}" for k, v in (params or {}).items()]
+    if _FINIT_MODULE is None:
+        proc = subprocess.run(["insmod", str(path), *words], capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"insmod {path.name} failed: {proc.stderr.strip()}")
+        return
+    libc = ctypes.CDLL(None, use_errno=True)
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        rc = libc.syscall(_FINIT_MODULE, fd, " ".join(words).encode(), 0)
+    finally:
+        os.close(fd)
+    if rc != 0:
+        err = ctypes.get_errno()
+        hint = " (a parameter name or value the module rejects? see the console log)" if (
+            err == 22 and words) else ""  # fmt: skip
+        raise RuntimeError(f"loading {path.name} failed: {os.strerror(err)}{hint}")
 
 
 def rmmod(name: str) -> subprocess.CompletedProcess:

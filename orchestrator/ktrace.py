@@ -107,6 +107,20 @@ def lost_events() -> int:
     return total
 
 
+def split_ofo(lines: list[str], offset: float) -> tuple[list[str], list[str]]:
+    """ftrace text lines -> (OFO change CSV rows ``t,token,ofo_bytes,ofo_segs``
+    with ``t`` = event time + ``offset``, every other non-empty line); rows and
+    lines end in a newline."""
+    rows, other = [], []
+    for line in lines:
+        m = _OFO.search(line) if OFO_EVENT in line else None
+        if m:
+            rows.append(f"{float(m[1]) + offset:.6f},{m[2]},{m[3]},{m[4]}\n")
+        elif line:
+            other.append(line + "\n")
+    return rows, other
+
+
 class TraceReader:
     """Drain ``trace_pipe`` into ``text_path`` (every event but OFO changes)
     and ``ofo_path`` (OFO changes as ``t,token,ofo_bytes,ofo_segs`` with
@@ -140,15 +154,7 @@ class TraceReader:
                 return
             lines = (self.partial + chunk.decode(errors="replace")).split("\n")
             self.partial = lines.pop()
-            other = []
-            rows = []
-            for line in lines:
-                m = _OFO.search(line) if OFO_EVENT in line else None
-                if m:
-                    t = float(m[1]) + self.offset
-                    rows.append(f"{t:.6f},{m[2]},{m[3]},{m[4]}\n")
-                elif line:
-                    other.append(line + "\n")
+            rows, other = split_ofo(lines, self.offset)
             self.ofo_events += len(rows)
             self.ofo.writelines(rows)
             self.text.writelines(other)

@@ -37,11 +37,18 @@ from .runspec import RunSpec
 from .uml import boot
 
 BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
+# A guest whose sampling loop woke this late (99th percentile over the run)
+# was left waiting for host CPU: its timing, hence its results, may be off.
+# On the reference machine runs stayed within 2 % of a solo run's goodput up
+# to ~10 ms and lost 5 % at ~50 ms (docs/benchmarks.md, campaign throughput).
+STARVED_LATENESS_MS = 20.0
 
 
 def default_jobs() -> int:
-    """Concurrent guests: 4 per CPU (see docs/benchmarks.md, campaign throughput)."""
-    return 4 * (os.cpu_count() or 1)
+    """Concurrent guests: 2 per CPU.  A 30 Mbit/s two-path bulk run costs
+    ~8 s of host CPU per 20 s; on 2 CPUs 4 such runs kept within 2 % of a
+    solo run's goodput, 8 lost 12 % (docs/benchmarks.md, campaign throughput)."""
+    return 2 * (os.cpu_count() or 1)
 
 
 @dataclass
@@ -51,6 +58,11 @@ class Outcome:
     reason: str = ""
     seconds: float = 0.0
     previous: bool = False  # finished in an earlier invocation
+    lateness_ms: float | None = None  # p99 sampler lateness (result.json fidelity)
+
+    @property
+    def starved(self) -> bool:
+        return self.lateness_ms is not None and self.lateness_ms > STARVED_LATENESS_MS
 
 
 @dataclass
@@ -60,6 +72,11 @@ class CampaignReport:
     @property
     def failed(self) -> list[Outcome]:
         return [o for o in self.outcomes if o.status != "ok"]
+
+    @property
+    def starved(self) -> list[Outcome]:
+        """Runs that finished but whose guest was short of host CPU."""
+        return [o for o in self.outcomes if o.status == "ok" and o.starved]
 
 
 def host_tools() -> dict[str, str]:
@@ -194,13 +211,15 @@ class Campaign:
                    env={"MPTLAB_MODULES_DIR": str(self.kernel.modules_dir)})  # fmt: skip
         status, reason = res.status, res.reason
         result_path = run_dir / "result.json"
+        lateness = None
         if result_path.exists():
             result = json.loads(result_path.read_text())
+            lateness = (result.get("fidelity") or {}).get("sampler_lateness", {}).get("p99_ms")
             if result.get("status") != "ok" and status in ("ok", "failed"):
                 status, reason = "failed", result.get("error", reason)
         elif status == "ok":
             status, reason = "failed", "the guest wrote no result.json"
-        outcome = Outcome(run.run_id, status, reason, time.time() - started)
+        outcome = Outcome(run.run_id, status, reason, time.time() - started, lateness_ms=lateness)
         atomic_write(
             run_dir / "run.json",
             json.dumps(

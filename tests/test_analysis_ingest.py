@@ -204,3 +204,24 @@ def test_missing_dir_is_a_clear_error(tmp_path):
     p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "ingest", str(tmp_path / "nope")],
                        capture_output=True, text=True)  # fmt: skip
     assert p.returncode == 2 and "no such directory" in p.stderr
+
+
+def test_ofo_changes_become_10ms_bins_with_end_value_and_peak():
+    import pandas as pd
+
+    from analysis.ingest import ofo_bins
+
+    events = pd.DataFrame(
+        {
+            "t": [10.001, 10.004, 10.008, 10.032, 10.045],
+            "token": ["aa"] * 5,
+            "ofo_bytes": [1000, 3000, 2000, 0, 500],
+            "ofo_segs": [1, 3, 2, 0, 1],
+        }
+    )
+    b = ofo_bins(events)
+    assert [round(t, 3) for t in b["t"]] == [10.0, 10.01, 10.02, 10.03, 10.04]
+    assert list(b["ofo_bytes"]) == [2000, 2000, 2000, 0, 500]  # queue at the end of each bin
+    assert list(b["ofo_bytes_max"]) == [3000, 2000, 2000, 2000, 500]  # carried in, or peaked
+    assert list(b["ofo_segs_max"]) == [3, 2, 2, 2, 1]
+    assert ofo_bins(None).empty

@@ -66,6 +66,19 @@ def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path):
         for host in ("client", "server"):
             assert len((run / "traces" / f"{host}-subflows.csv").read_text().splitlines()) > 5
             assert len((run / "traces" / f"{host}-mptcp.csv").read_text().splitlines()) > 5
+        # every OFO change, from the kernel tracepoint, drained while the run went on
+        ofo = (run / "traces" / "ofo-events.csv").read_text().splitlines()
+        assert (
+            ofo[0] == "t,token,ofo_bytes,ofo_segs"
+            and len(ofo) - 1 == result["fidelity"]["ofo_events"]
+        )
+        times = [float(line.split(",")[0]) for line in ofo[1:]]
+        assert result["marks"]["workload_start"] - 1 < times[0] <= times[-1] < result["finished"]
+        assert max(int(line.split(",")[2]) for line in ofo[1:]) == max(
+            c["ofo_bytes_max"] for c in result["kernel"]["connections"]
+        )  # the events' peak is the kernel's own maximum
+        assert result["fidelity"]["ktrace_lost_events"] == 0
+        assert result["fidelity"]["sampler_lateness"]["n"] > 10
     assert spec["seed"] != json.loads((runs[0] / "spec.json").read_text())["seed"]
 
 
