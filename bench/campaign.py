@@ -41,6 +41,14 @@ experiments:
 """
 
 
+LIMIT_NOTE = """\
+The limit is host CPU: a system call in a UML guest costs ~70 us of host CPU on this machine
+(ptrace round trips), so guests are CPU-bound long before the links are.  Once N x (host CPU per
+run) exceeds what the CPUs give in a run's wall time, guests wait for the CPU, their timers fire
+late (sampler lateness) and goodput drops; `mptlab run` warns about such runs (docs/deployment.md).
+"""
+
+
 def _median(rows: list[dict], key: str) -> str:
     values = [r[key] for r in rows if r.get(key) is not None]
     return f"{statistics.median(values):.1f}" if values else "-"
@@ -110,6 +118,7 @@ def main() -> None:
         + "\n".join(lines)
         + f"\n\n**Largest concurrency with median per-run goodput within 2 % of a solo run: {best}.**\n"
         "Overhead = run wall time minus workload time (boot, network build, teardown).\n"
+        + LIMIT_NOTE
     )
     write_section(
         "campaign", "Campaign throughput and per-run overhead", "python -m bench.run campaign", body

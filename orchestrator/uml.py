@@ -15,6 +15,7 @@ happened; it never waits forever and never leaves a UML process behind.
 
 from __future__ import annotations
 
+import compileall
 import contextlib
 import os
 import re
@@ -127,6 +128,21 @@ def _panic_line(console: Path) -> str | None:
     return None
 
 
+_COMPILED: set[Path] = set()
+
+
+def compile_guest_code() -> None:
+    """Write bytecode for mptlab's own packages before a guest imports them:
+    the guest sees them read-only and would compile them at every boot (and
+    PYTHONDONTWRITEBYTECODE, set on some machines, stops the host doing it)."""
+    root = Path(__file__).resolve().parent.parent
+    for package in ("orchestrator", "traffic"):
+        path = root / package
+        if path not in _COMPILED:
+            compileall.compile_dir(path, quiet=1)
+            _COMPILED.add(path)
+
+
 def boot(
     kernel: KernelBuild,
     run_dir: Path,
@@ -145,6 +161,7 @@ def boot(
     _check_safe("entry", entry)
     if not kernel.linux.exists():
         raise FileNotFoundError(f"kernel {kernel.linux} is missing: run `make kernel`")
+    compile_guest_code()
     for stale in (EXIT_CODE_FILE, EXIT_CODE_FILE + ".tmp"):
         (run_dir / stale).unlink(missing_ok=True)
 
