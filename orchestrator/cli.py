@@ -4,6 +4,7 @@ mptlab list                         named experiments
 mptlab show NAME [--file F]         every run an experiment expands to
 mptlab validate FILE                check a campaign or topology file
 mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--retry-failed]
+                     [--cluster ADDRESS]
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ class Progress:
 
 
 def cmd_run(args) -> int:
+    from .cluster import ClusterError
     from .runner import STARVED_LATENESS_MS, Campaign
 
     target = Path(args.target)
@@ -137,9 +139,13 @@ def cmd_run(args) -> int:
         print(f"{name}: {len(runs)} runs -> {out}", flush=True)
         progress = Progress(len(runs), args.quiet)
         campaign = Campaign(out, runs, kernel, jobs=args.jobs, seed=args.seed,
-                            retry_failed=args.retry_failed, on_progress=progress)  # fmt: skip
+                            retry_failed=args.retry_failed, on_progress=progress,
+                            cluster=args.cluster)  # fmt: skip
         try:
             report = campaign.run()
+        except ClusterError as exc:
+            print(f"mptlab: {exc}", file=sys.stderr)
+            return 2
         finally:
             progress.close()
         ok = len(report.outcomes) - len(report.failed)
@@ -192,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--file", help="campaign file holding NAME (default: experiments.yaml)")
     p.add_argument("--reps", type=int, help="override the repetitions")
     p.add_argument("--jobs", type=int, help="guests at once (default: 2 per CPU)")
+    p.add_argument("--cluster", metavar="ADDRESS",
+                   help="run on the workers of this Dask scheduler (e.g. tcp://host:8786) "
+                        "instead of here; see docs/deployment.md")  # fmt: skip
     p.add_argument("--out", help="results root (default: results/)")
     p.add_argument("--quick", action="store_true",
                    help="1/8 of the bytes or duration, no warm-up: a first look, results kept apart")  # fmt: skip

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import socket
 import subprocess
 import sys
 import threading
@@ -124,6 +125,7 @@ class Campaign:
         seed: int = 1,
         retry_failed: bool = False,
         on_progress: Callable[[Outcome, int, int, int], None] | None = None,
+        cluster: str | None = None,
     ):
         self.out_dir = Path(out_dir)
         self.runs = runs
@@ -132,6 +134,7 @@ class Campaign:
         self.seed = seed
         self.retry_failed = retry_failed
         self.on_progress = on_progress
+        self.cluster = cluster  # a Dask scheduler address: runs go to its workers
         self._lock = threading.Lock()
         self.tools = host_tools()
         self.commit = git_commit()
@@ -234,6 +237,7 @@ class Campaign:
                     "variant": run.variant,
                     "repetition": run.repetition,
                     "seed": run.seed,
+                    "host": socket.gethostname(),
                     "kernel_dir": str(self.kernel.dir),
                     "git_commit": self.commit,
                     "tools": self.tools,
@@ -276,11 +280,7 @@ class Campaign:
         done = [len(report.outcomes)]
         failed = [len(report.failed)]
 
-        def one(run: RunSpec) -> None:
-            try:
-                outcome = self.execute(run)
-            except Exception as exc:  # noqa: BLE001 - a host-side error fails this run only
-                outcome = Outcome(run.run_id, "crashed", f"host error: {type(exc).__name__}: {exc}")
+        def record(outcome: Outcome) -> None:
             with self._lock:
                 report.outcomes.append(outcome)
                 done[0] += 1
@@ -288,6 +288,19 @@ class Campaign:
                 if self.on_progress:
                     self.on_progress(outcome, done[0], failed[0], total)
 
+        def one(run: RunSpec) -> None:
+            try:
+                outcome = self.execute(run)
+            except Exception as exc:  # noqa: BLE001 - a host-side error fails this run only
+                outcome = Outcome(run.run_id, "crashed", f"host error: {type(exc).__name__}: {exc}")
+            record(outcome)
+
+        if self.cluster:
+            from .cluster import run_on_cluster
+
+            run_on_cluster(self.cluster, self.out_dir, self.kernel, todo, record,
+                           lambda run, why: Outcome(run.run_id, "crashed", why))  # fmt: skip
+            return report
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             list(pool.map(one, todo))
         return report
