@@ -114,7 +114,7 @@ class Progress:
 
 def cmd_run(args) -> int:
     from .cluster import ClusterError
-    from .runner import STARVED_LATENESS_MS, Campaign
+    from .runner import STARVED_WAIT_SHARE, Campaign
 
     target = Path(args.target)
     if target.suffix in (".yaml", ".yml") or target.exists():
@@ -156,16 +156,16 @@ def cmd_run(args) -> int:
         for o in report.failed:
             print(f"  {o.status}: {o.run_id}: {o.reason}")
         if report.starved:
-            worst = max(o.lateness_ms for o in report.starved)
+            worst = max(o.cpu_wait_share for o in report.starved)
             print(
                 f"warning: {len(report.starved)} run(s) of this invocation were short of host CPU "
-                f"(99th percentile of guest timer lateness up to {worst:.1f} ms; over "
-                f"{STARVED_LATENESS_MS:g} ms counts): their timing, hence goodput and delays, may be off. Use fewer --jobs "
-                "(docs/benchmarks.md) and rerun them.",
+                f"(their processes waited for a CPU up to {worst:.0%} of the run; over "
+                f"{STARVED_WAIT_SHARE:.0%} counts): their timing, hence goodput and delays, may be "
+                "off. Use fewer --jobs (docs/deployment.md) and rerun them.",
                 file=sys.stderr,
             )
             for o in report.starved:
-                print(f"  starved: {o.run_id}: {o.lateness_ms:.1f} ms", file=sys.stderr)
+                print(f"  starved: {o.run_id}: waited {o.cpu_wait_share:.0%}", file=sys.stderr)
         status |= 1 if report.failed else 0
     return status
 

@@ -29,7 +29,6 @@ from pathlib import Path
 
 from .runspec import RunSpec
 
-
 CONNECT_TIMEOUT_S = 30
 
 

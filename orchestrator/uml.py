@@ -54,6 +54,8 @@ class BootResult:
     duration_s: float
     reason: str
     run_dir: Path
+    cpu_s: float | None = None  # host CPU the guest's processes used (see TreeCPU)
+    cpu_wait_s: float | None = None  # time they were ready to run but waited for a host CPU
 
     @property
     def ok(self) -> bool:
@@ -143,6 +145,54 @@ def compile_guest_code() -> None:
             _COMPILED.add(path)
 
 
+class TreeCPU:
+    """Host CPU use of a process tree from the kernel's scheduler statistics
+    (``/proc/PID/task/TID/schedstat``: time on a CPU, time runnable but
+    waiting for one).  ``sample()`` walks the tree and adds what every task
+    gained since the last sample; tasks that exit between samples lose at most
+    one period.  The wait time is the direct measure of a guest starved by
+    its neighbours: a guest alone on an idle host hardly waits at all."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.last: dict[int, tuple[int, int]] = {}
+        self.cpu_ns = 0
+        self.wait_ns = 0
+
+    def _tasks(self, pid: int, seen: set[int]) -> None:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            return
+        for tid in tids:
+            seen.add(int(tid))
+            try:
+                with open(f"/proc/{pid}/task/{tid}/children") as f:
+                    children = f.read().split()
+            except OSError:
+                continue
+            for child in children:
+                if int(child) not in seen:
+                    self._tasks(int(child), seen)
+
+    def sample(self) -> None:
+        seen: set[int] = set()
+        self._tasks(self.pid, seen)
+        for tid in seen:
+            try:
+                with open(f"/proc/{tid}/schedstat") as f:
+                    run_ns, wait_ns = (int(v) for v in f.read().split()[:2])
+            except (OSError, ValueError):
+                continue
+            prev_run, prev_wait = self.last.get(tid, (0, 0))
+            self.cpu_ns += max(0, run_ns - prev_run)
+            self.wait_ns += max(0, wait_ns - prev_wait)
+            self.last[tid] = (run_ns, wait_ns)
+
+
+CPU_SAMPLE_S = 1.0
+
+
 def boot(
     kernel: KernelBuild,
     run_dir: Path,
@@ -181,16 +231,25 @@ def boot(
                 start_new_session=True,
                 cwd=run_dir,
             )
+            tree = TreeCPU(proc.pid)
             try:
-                proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                timed_out = True
+                deadline = started + timeout
+                while True:
+                    try:
+                        proc.wait(timeout=max(0.0, min(CPU_SAMPLE_S, deadline - time.monotonic())))
+                        break
+                    except subprocess.TimeoutExpired:
+                        if time.monotonic() >= deadline:
+                            timed_out = True
+                            break
+                        tree.sample()
             finally:
                 # UML leaves helper processes in its group; always reap them.
                 _kill_group(proc)
     finally:
         shutil.rmtree(uml_dir, ignore_errors=True)
     duration = time.monotonic() - started
+    usage = {"cpu_s": tree.cpu_ns / 1e9, "cpu_wait_s": tree.wait_ns / 1e9}
 
     code_file = run_dir / EXIT_CODE_FILE
     exit_code = None
@@ -200,22 +259,30 @@ def boot(
         except ValueError:
             exit_code = None
     if timed_out:
-        return BootResult("timeout", exit_code, duration, f"killed after {timeout:g} s", run_dir)
+        return BootResult(
+            "timeout", exit_code, duration, f"killed after {timeout:g} s", run_dir, **usage
+        )
     if exit_code is not None:
         if exit_code == 0:
-            return BootResult("ok", 0, duration, "", run_dir)
+            return BootResult("ok", 0, duration, "", run_dir, **usage)
         return BootResult(
-            "failed", exit_code, duration, f"guest program exited with {exit_code}", run_dir
+            "failed",
+            exit_code,
+            duration,
+            f"guest program exited with {exit_code}",
+            run_dir,
+            **usage,
         )
     panic = _panic_line(console)
     if panic:
-        return BootResult("panic", None, duration, panic, run_dir)
+        return BootResult("panic", None, duration, panic, run_dir, **usage)
     return BootResult(
         "crashed",
         None,
         duration,
         f"guest stopped (UML exit {proc.returncode}) without reporting a status; see {console}",
         run_dir,
+        **usage,
     )
 
 
