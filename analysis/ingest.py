@@ -57,7 +57,7 @@ def campaign_dirs(root: Path) -> list[Path]:
 
 
 def run_dirs(campaign: Path) -> list[Path]:
-    """Every run dir of a campaign: runs/<variant>/rep-NNN[.interrupted-K|.failed-K]."""
+    """Every run dir of a campaign: runs/<variant>/rep-NNN[.interrupted-K|.failed-K|.starved-K]."""
     runs = campaign / "runs"
     if not runs.is_dir():
         return []
@@ -71,6 +71,8 @@ def _attempt(run_dir: Path, has_run_json: bool) -> str:
         return "superseded"  # kept when --retry-failed reran it
     if ".interrupted-" in name:
         return "interrupted"
+    if ".starved-" in name:
+        return "superseded"  # kept when --retry-starved reran it
     return "current" if has_run_json else "incomplete"
 
 
@@ -159,8 +161,11 @@ def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> Ru
     if info is not None:
         row["status"] = info.get("status", "unknown")
         row["reason"] = info.get("reason", "")
-        for k in ("started", "seconds", "boot_status", "git_commit", "timeout_s"):
+        for k in ("started", "seconds", "boot_status", "git_commit", "timeout_s", "host",
+                  "host_cpu_s", "host_cpu_wait_s"):  # fmt: skip
             row[k] = info.get(k)
+        if info.get("host_cpu_wait_s") is not None and info.get("seconds"):
+            row["host_cpu_wait_share"] = info["host_cpu_wait_s"] / info["seconds"]
     elif attempt == "interrupted":
         row["status"], row["reason"] = (
             "interrupted",

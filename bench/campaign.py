@@ -46,7 +46,7 @@ The limit is host CPU: a system call in a UML guest costs ~70 us of host CPU on 
 (ptrace round trips), so guests are CPU-bound long before the links are.  Once N x (host CPU per
 run) exceeds what the CPUs give in a run's wall time, guests wait for the CPU, their timers fire
 late and goodput drops.  `mptlab run` warns, naming the runs, when a guest waited for CPU more than
-5 % of its run (docs/deployment.md).
+10 % of its run (docs/deployment.md).
 """
 
 

@@ -4,7 +4,7 @@ mptlab list                         named experiments
 mptlab show NAME [--file F]         every run an experiment expands to
 mptlab validate FILE                check a campaign or topology file
 mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--retry-failed]
-                     [--cluster ADDRESS]
+                     [--retry-starved] [--cluster ADDRESS]
 """
 
 from __future__ import annotations
@@ -97,6 +97,11 @@ class Progress:
                 self.bar.console.print(
                     f"[red]{outcome.status}[/red] {outcome.run_id}: {outcome.reason}"
                 )
+            elif outcome.starved:
+                self.bar.console.print(
+                    f"[yellow]starved[/yellow] {outcome.run_id}: waited for host CPU "
+                    f"{outcome.cpu_wait_share:.0%} of the run"
+                )
             return
         if self.quiet and outcome.status == "ok":
             return
@@ -105,7 +110,9 @@ class Progress:
         eta = elapsed / max(1, done - self.base) * (total - done)
         print(f"[{done:4}/{total}] {outcome.status:8} {outcome.run_id:40} {outcome.seconds:6.1f} s"
               f"  failed {failed}  eta {eta / 60:5.1f} min"
-              + (f"  ({outcome.reason})" if outcome.status != "ok" else ""), flush=True)  # fmt: skip
+              + (f"  ({outcome.reason})" if outcome.status != "ok" else "")
+              + (f"  (starved: waited {outcome.cpu_wait_share:.0%})" if outcome.starved else ""),
+              flush=True)  # fmt: skip
 
     def close(self) -> None:
         if self.bar:
@@ -139,7 +146,8 @@ def cmd_run(args) -> int:
         print(f"{name}: {len(runs)} runs -> {out}", flush=True)
         progress = Progress(len(runs), args.quiet)
         campaign = Campaign(out, runs, kernel, jobs=args.jobs, seed=args.seed,
-                            retry_failed=args.retry_failed, on_progress=progress,
+                            retry_failed=args.retry_failed, retry_starved=args.retry_starved,
+                            on_progress=progress,
                             cluster=args.cluster)  # fmt: skip
         try:
             report = campaign.run()
@@ -155,13 +163,17 @@ def cmd_run(args) -> int:
         )
         for o in report.failed:
             print(f"  {o.status}: {o.run_id}: {o.reason}")
+        for notice in report.notices:
+            print(f"  note: {notice}")
         if report.starved:
             worst = max(o.cpu_wait_share for o in report.starved)
+            earlier = sum(o.previous for o in report.starved)
             print(
-                f"warning: {len(report.starved)} run(s) of this invocation were short of host CPU "
-                f"(their processes waited for a CPU up to {worst:.0%} of the run; over "
-                f"{STARVED_WAIT_SHARE:.0%} counts): their timing, hence goodput and delays, may be "
-                "off. Use fewer --jobs (docs/deployment.md) and rerun them.",
+                f"warning: {len(report.starved)} run(s) ({earlier} from earlier invocations) were "
+                f"short of host CPU (their guest waited for a CPU up to {worst:.0%} of the run; "
+                f"over {STARVED_WAIT_SHARE:.0%} counts): their timing, hence goodput and delays, "
+                "may be off.  Rerun them with --retry-starved, with fewer --jobs if the campaign "
+                "did not already back off (docs/deployment.md).",
                 file=sys.stderr,
             )
             for o in report.starved:
@@ -197,7 +209,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("target", help="experiment name, or a campaign YAML file")
     p.add_argument("--file", help="campaign file holding NAME (default: experiments.yaml)")
     p.add_argument("--reps", type=int, help="override the repetitions")
-    p.add_argument("--jobs", type=int, help="guests at once (default: 2 per CPU)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        help="guests at most at once (default: 1 per CPU; lowered when guests starve)",
+    )
     p.add_argument("--cluster", metavar="ADDRESS",
                    help="run on the workers of this Dask scheduler (e.g. tcp://host:8786) "
                         "instead of here; see docs/deployment.md")  # fmt: skip
@@ -208,6 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--retry-failed", action="store_true", help="run failed runs again (old dirs kept)"
     )
+    p.add_argument("--retry-starved", action="store_true",
+                   help="run again the runs whose guest was short of host CPU (old dirs kept)")  # fmt: skip
     p.add_argument("--quiet", action="store_true", help="report failed runs only")
     p.set_defaults(func=cmd_run)
 

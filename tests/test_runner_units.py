@@ -15,3 +15,55 @@ def test_runs_whose_guest_waited_for_cpu_are_flagged_but_not_failed():
     )
     assert [o.run_id for o in report.starved] == ["a/rep-001"]
     assert [o.run_id for o in report.failed] == ["a/rep-003"]
+
+
+def test_slots_shrink_for_the_holders_to_come_never_below_one():
+    import threading
+
+    from orchestrator.runner import Slots
+
+    slots = Slots(2)
+    first, second = slots.__enter__(), slots.__enter__()
+    assert slots.shrink() == 1 and slots.shrink() is None
+    got_in = threading.Event()
+
+    def third():
+        with slots:
+            got_in.set()
+
+    t = threading.Thread(target=third)
+    t.start()
+    first.__exit__(None, None, None)
+    assert not got_in.wait(0.3)  # one still running, and the limit is now 1
+    second.__exit__(None, None, None)
+    assert got_in.wait(5)
+    t.join()
+
+
+def test_retry_starved_sets_the_starved_run_aside_and_keeps_the_others(tmp_path):
+    import json
+
+    from orchestrator.catalog import Catalog
+    from orchestrator.paths import KernelBuild
+    from orchestrator.runner import Campaign
+
+    camp = tmp_path / "c.yaml"
+    camp.write_text(
+        "experiments:\n  e:\n    topology: two-path\n    paths: [wlan, 3g]\n"
+        "    workload: {type: bulk, duration: 3s}\n    repetitions: 2\n"
+    )
+    runs = Catalog.load(camp).expand("e")
+    kernel = KernelBuild(tmp_path, tmp_path)
+    out = tmp_path / "out"
+    for run, wait in zip(runs, (1.0, 8.0), strict=True):  # of 20 s: 5 % and 40 %
+        d = out / "runs" / run.variant / f"rep-{run.repetition:03d}"
+        d.mkdir(parents=True)
+        (d / "run.json").write_text(
+            json.dumps({"status": "ok", "seconds": 20.0, "host_cpu_wait_s": wait})
+        )
+    keep = Campaign(out, runs, kernel)
+    assert [o.starved for o in (keep._previous(r) for r in runs)] == [False, True]
+    retry = Campaign(out, runs, kernel, retry_starved=True)
+    assert retry._previous(runs[0]).previous and retry._previous(runs[1]) is None
+    assert (out / "runs" / "base" / "rep-001.starved-1" / "run.json").exists()
+    assert not (out / "runs" / "base" / "rep-001").exists()
