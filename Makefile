@@ -12,7 +12,7 @@ ARGS ?=
 .PHONY: help deps venv kernel modules experiment test test-unit test-kernel lint format bench clean
 
 help:
-	@echo "make experiment NAME=<name> [ARGS='--reps 5 --jobs 8']   run a named experiment"
+	@echo "make experiment NAME=<name> [ARGS='--reps 5 --quick']   run a named experiment"
 	@echo "make test                                             all tests (boots the kernel)"
 	@echo "make kernel                                           build the UML kernel + modules (cached)"
 	@echo "make bench                                            benchmarks -> docs/benchmarks.md"
