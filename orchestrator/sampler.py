@@ -183,20 +183,19 @@ def run(
     mptcp_interval: float | None,
     duration: float | None = None,
     stop: threading.Event | None = None,
-    diag: Diag | None = None,
     targets: list[tuple[str, Diag]] | None = None,
     lateness: list[float] | None = None,
 ) -> None:
     """Sample until ``stop`` is set (or ``duration`` s have passed).
 
     ``targets`` lists (output prefix, Diag) pairs sampled in turn by this one
-    loop (one per network namespace); without it, ``prefix`` and ``diag``
-    (or a Diag of the current namespace) are the only target.  How late each
+    loop (one per network namespace); without it, ``prefix`` with a Diag of
+    the current namespace is the only target.  How late each
     wakeup came (s) is appended to ``lateness``: a loaded host shows there.
     """
     stop = stop or threading.Event()
     if targets is None:
-        targets = [(prefix, diag or Diag())]
+        targets = [(prefix, Diag())]
     files = []
     jobs = []  # (kind, diag, writer)
     intervals = {"subflows": ss_interval, "mptcp": mptcp_interval}
