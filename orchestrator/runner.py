@@ -99,7 +99,8 @@ class CampaignReport:
 
 class Slots:
     """At most ``limit`` holders at once; ``shrink()`` lowers the limit for
-    the holders to come (those running finish)."""
+    the holders to come (those running finish).  Entering gives the limit in
+    force, so that runs that overlapped lower it once, not once each."""
 
     def __init__(self, limit: int):
         self.limit = limit
@@ -110,17 +111,18 @@ class Slots:
         with self.cond:
             self.cond.wait_for(lambda: self.active < self.limit)
             self.active += 1
-        return self
+            return self.limit
 
     def __exit__(self, *exc) -> None:
         with self.cond:
             self.active -= 1
             self.cond.notify_all()
 
-    def shrink(self) -> int | None:
-        """One fewer (not below one); the new limit, or None if it was 1."""
+    def shrink(self, seen: int | None = None) -> int | None:
+        """One fewer (not below one) unless the limit already moved from
+        ``seen``; the new limit, or None if it did not change."""
         with self.cond:
-            if self.limit <= 1:
+            if self.limit <= 1 or (seen is not None and seen != self.limit):
                 return None
             self.limit -= 1
             return self.limit
@@ -346,13 +348,13 @@ class Campaign:
         slots = Slots(self.jobs)
 
         def one(run: RunSpec) -> None:
-            with slots:
+            with slots as limit_then:
                 try:
                     outcome = self.execute(run)
                 except Exception as exc:  # noqa: BLE001 - a host-side error fails this run only
                     outcome = Outcome(run.run_id, "crashed",
                                       f"host error: {type(exc).__name__}: {exc}")  # fmt: skip
-            if outcome.starved and (limit := slots.shrink()) is not None:
+            if outcome.starved and (limit := slots.shrink(limit_then)) is not None:
                 with self._lock:
                     report.notices.append(
                         f"{run.run_id} waited for host CPU {outcome.cpu_wait_share:.0%} of its "

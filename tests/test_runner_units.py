@@ -17,14 +17,16 @@ def test_runs_whose_guest_waited_for_cpu_are_flagged_but_not_failed():
     assert [o.run_id for o in report.failed] == ["a/rep-003"]
 
 
-def test_slots_shrink_for_the_holders_to_come_never_below_one():
+def test_slots_shrink_for_the_holders_to_come_once_per_overlap_never_below_one():
     import threading
 
     from orchestrator.runner import Slots
 
-    slots = Slots(2)
-    first, second = slots.__enter__(), slots.__enter__()
-    assert slots.shrink() == 1 and slots.shrink() is None
+    slots = Slots(3)
+    assert slots.__enter__() == 3 and slots.__enter__() == 3  # two runs started at limit 3
+    assert slots.shrink(seen=3) == 2
+    assert slots.shrink(seen=3) is None  # the other run overlapped the first: no second step
+    assert slots.shrink(seen=2) == 1 and slots.shrink(seen=1) is None  # never below one
     got_in = threading.Event()
 
     def third():
@@ -33,9 +35,9 @@ def test_slots_shrink_for_the_holders_to_come_never_below_one():
 
     t = threading.Thread(target=third)
     t.start()
-    first.__exit__(None, None, None)
+    slots.__exit__(None, None, None)
     assert not got_in.wait(0.3)  # one still running, and the limit is now 1
-    second.__exit__(None, None, None)
+    slots.__exit__(None, None, None)
     assert got_in.wait(5)
     t.join()
 
