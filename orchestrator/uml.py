@@ -28,7 +28,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .paths import KernelBuild
+from .paths import REPO_ROOT, KernelBuild
 
 GUEST_INIT = Path(__file__).resolve().parent / "guest" / "init.sh"
 CONSOLE_LOG = "console.log"
@@ -137,9 +137,8 @@ def compile_guest_code() -> None:
     """Write bytecode for mptlab's own packages before a guest imports them:
     the guest sees them read-only and would compile them at every boot (and
     PYTHONDONTWRITEBYTECODE, set on some machines, stops the host doing it)."""
-    root = Path(__file__).resolve().parent.parent
     for package in ("orchestrator", "traffic"):
-        path = root / package
+        path = REPO_ROOT / package
         if path not in _COMPILED:
             compileall.compile_dir(path, quiet=1)
             _COMPILED.add(path)

@@ -40,30 +40,29 @@ def mptcpize(ctx) -> list[str]:
     return ["mptcpize", "run"] if mptcp(ctx) else []
 
 
+def _addresses(ctx, dest_host: str, src_host: str) -> tuple[str, str | None]:
+    dest = ctx.plan.addresses(dest_host)
+    if mptcp(ctx):
+        return dest[0], None
+    k = ctx.config.kernel.tcp_path - 1
+    src = ctx.plan.addresses(src_host)
+    return dest[min(k, len(dest) - 1)], src[min(k, len(src) - 1)]
+
+
 def endpoints(ctx) -> tuple[str, str | None]:
     """(server address the client connects to, client address to bind or None).
 
     MPTCP: the server's first address, no bind (the path manager adds the
     other subflows).  Single-path TCP: both ends on path ``kernel.tcp_path``.
     """
-    server_addrs = ctx.plan.addresses(ctx.server)
-    if mptcp(ctx):
-        return server_addrs[0], None
-    k = ctx.config.kernel.tcp_path - 1
-    client_addrs = ctx.plan.addresses(ctx.client)
-    return server_addrs[min(k, len(server_addrs) - 1)], client_addrs[min(k, len(client_addrs) - 1)]
+    return _addresses(ctx, ctx.server, ctx.client)
 
 
 def reverse_endpoints(ctx) -> tuple[str, str | None]:
     """(client address the server connects to, server address to bind or None):
     for tools whose sender opens the connection (D-ITG), sending from the
     server to the client."""
-    client_addrs = ctx.plan.addresses(ctx.client)
-    if mptcp(ctx):
-        return client_addrs[0], None
-    k = ctx.config.kernel.tcp_path - 1
-    server_addrs = ctx.plan.addresses(ctx.server)
-    return client_addrs[min(k, len(client_addrs) - 1)], server_addrs[min(k, len(server_addrs) - 1)]
+    return _addresses(ctx, ctx.client, ctx.server)
 
 
 JOIN_PORT = 10999  # the client's in-kernel listener for joins to its announced addresses
