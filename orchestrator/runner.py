@@ -173,6 +173,7 @@ class Campaign:
         seed: int = 1,
         retry_failed: bool = False,
         retry_starved: bool = False,
+        back_off: bool = True,
         on_progress: Callable[[Outcome, int, int, int], None] | None = None,
         cluster: str | None = None,
     ):
@@ -183,6 +184,7 @@ class Campaign:
         self.seed = seed
         self.retry_failed = retry_failed
         self.retry_starved = retry_starved
+        self.back_off = back_off  # one guest fewer after a starved run (off: a fixed --jobs)
         self.on_progress = on_progress
         self.cluster = cluster  # a Dask scheduler address: runs go to its workers
         self._lock = threading.Lock()
@@ -354,7 +356,7 @@ class Campaign:
                 except Exception as exc:  # noqa: BLE001 - a host-side error fails this run only
                     outcome = Outcome(run.run_id, "crashed",
                                       f"host error: {type(exc).__name__}: {exc}")  # fmt: skip
-            if outcome.starved and (limit := slots.shrink(limit_then)) is not None:
+            if self.back_off and outcome.starved and (limit := slots.shrink(limit_then)):
                 with self._lock:
                     report.notices.append(
                         f"{run.run_id} waited for host CPU {outcome.cpu_wait_share:.0%} of its "
