@@ -11,14 +11,23 @@ reads ``RUN_DIR/spec.json`` (an expanded ``RunSpec``), then:
    manager limits and endpoints, any sysctl) and flushes TCP metrics;
 3. starts the traces: sock_diag samplers on the client and the server,
    tcpdump headers per interface (optional), the kernel's stats tracepoints;
-4. starts the background flows (``traffic.background.start``, if any), runs
-   the workload (``traffic.<type>.run``), stops the background
-   (``traffic.background.stop``, whose metrics go to ``result.json``);
-5. stops the traces and writes ``result.json`` (metrics, per-subflow and
-   per-connection kernel counters) and ``guest-provenance.json``.
+4. starts the background flows (``traffic.background.start``, if any),
+   records the kernel's counters of the client and the server
+   (``orchestrator.nstat``), starts the stall watchdog
+   (``orchestrator.stall``), runs the workload (``traffic.<type>.run``, in a
+   thread of its own), stops the background (``traffic.background.stop``,
+   whose metrics go to ``result.json``);
+5. stops the traces, records the counters again and writes ``result.json``
+   (metrics, per-subflow and per-connection kernel counters, nstat counters)
+   and ``guest-provenance.json``.
 
-Errors are written to ``result.json`` as ``status: error`` with the message,
-and the agent exits non-zero; the host records the run as failed.
+A workload whose data level stands still with data outstanding for
+``stall_timeout`` is stopped by the watchdog (its processes killed, its
+sockets shut down): ``result.json`` says ``status: stalled`` with the
+reason in words and ``traces/stall-snapshot.json`` holds the state.  Errors
+are written as ``status: error`` with the message.  Either way the agent
+exits non-zero; the host records the run as stalled or failed
+(``orchestrator.status``).
 """
 
 from __future__ import annotations
@@ -35,13 +44,20 @@ import time
 import traceback
 from pathlib import Path
 
-from . import kmod, ktrace
+from . import kmod, ktrace, nstat, stall
+from . import status as st
 from .netlab import Net, dev_name
 from .runspec import RunSpec, attrs
 from .sampler import SamplerThread, lateness_summary
 from .topology import NetPlan, build, mptcp_endpoints
 
 RESULT = "result.json"
+STALL_SNAPSHOT = "stall-snapshot.json"
+# After the watchdog fired: how long the workload's processes get to exit on
+# SIGTERM (iperf3 writes its partial report) before SIGKILL, and how long
+# run() gets to come back after that before the agent goes on without it.
+STOP_TERM_S = 3.0
+STOP_GRACE_S = 5.0
 
 
 def atomic_write(path: Path, text: str) -> None:
@@ -70,6 +86,8 @@ class Context:
         self.procs: list[subprocess.Popen] = []
         self.samplers: list[SamplerThread] = []
         self.trace_reader: ktrace.TraceReader | None = None
+        self.nstat: nstat.Recorder | None = None
+        self.watchdog: stall.Watchdog | None = None
 
     def log(self, msg: str) -> None:
         self._log.write(f"{time.time():.3f} {msg}\n")
@@ -268,10 +286,139 @@ def kernel_counters(ctx: Context, records: list[dict]) -> dict:
     return {"connections": conns, "subflows": subflows}
 
 
+def start_watchdog(ctx: Context) -> stall.Watchdog | None:
+    """The stall watchdog on the client's and the server's namespaces (None:
+    ``stall_timeout: off``)."""
+    timeout_s, how = stall.resolve_timeout(
+        ctx.spec.config.get("stall_timeout", "auto"), ctx.plan, ctx.client, ctx.server
+    )
+    if timeout_s is None:
+        ctx.log("stall watchdog off")
+        return None
+    addrs = {h: ctx.plan.addresses(h) for h in (ctx.client, ctx.server)}
+
+    def path_of(addr: str) -> int | None:
+        for a in addrs.values():
+            if addr in a:
+                return a.index(addr) + 1
+        return None
+
+    def extra() -> dict:
+        return {"nstat": ctx.nstat.snapshot()} if ctx.nstat else {}
+
+    ctx.log(f"stall watchdog: {timeout_s:g} s ({how})")
+    return stall.Watchdog(
+        {h: ctx.net.ns(h) for h in (ctx.client, ctx.server)},
+        timeout_s,
+        ctx.trace_dir / STALL_SNAPSHOT,
+        path_of=path_of,
+        extra_snapshot=extra,
+        log=ctx.log,
+        how=how,
+        mptcp=bool(ctx.config.kernel.mptcp),
+    )
+
+
+def stop_workload(ctx: Context) -> None:
+    """Make a stalled workload's run() come back: SIGTERM (then SIGKILL) to
+    the processes it started in the client's and the server's namespaces
+    (not the traces'), and shut down the sockets it made in this process."""
+    from traffic._common import abort_sockets
+
+    mine = {ctx.net.ns(ctx.client), ctx.net.ns(ctx.server)}
+    procs = [p for ns, p in ctx.net.spawned
+             if ns in mine and p not in ctx.procs and p.poll() is None]  # fmt: skip
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    n = abort_sockets()
+    ctx.log(f"stopping the workload: SIGTERM to {len(procs)} process(es), {n} socket(s) shut down")
+    deadline = time.monotonic() + STOP_TERM_S
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            ctx.log(f"killed {' '.join(map(str, proc.args[4:6]))} (no exit on SIGTERM)")
+
+
+class WorkloadOutcome:
+    """What ``run_workload`` saw: metrics or an exception, and whether the
+    watchdog stopped it (``stalled``) or run() never came back (``abandoned``)."""
+
+    def __init__(self):
+        self.metrics: dict | None = None
+        self.exc: BaseException | None = None
+        self.traceback = ""
+        self.stalled = False
+        self.abandoned = False
+        self.done_at = float("inf")
+
+
+def run_workload(ctx: Context, workload, watchdog: stall.Watchdog | None) -> WorkloadOutcome:
+    """``workload.run(ctx)`` in a thread, stopped when the watchdog fires."""
+    out = WorkloadOutcome()
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            out.metrics = workload.run(ctx)
+        except BaseException as exc:  # noqa: BLE001 - reported by the agent
+            out.exc = exc
+            out.traceback = traceback.format_exc()
+        finally:
+            out.done_at = time.time()
+            done.set()
+
+    worker = threading.Thread(target=target, name="workload", daemon=True)
+    worker.start()
+    while not done.wait(0.25):
+        if watchdog is not None and watchdog.fired.is_set():
+            out.stalled = True
+            stop_workload(ctx)
+            if not done.wait(STOP_GRACE_S):
+                out.abandoned = True
+                ctx.log(f"the workload did not return {STOP_GRACE_S:g} s after being stopped")
+            break
+    if not out.stalled and watchdog is not None and watchdog.fired.is_set():
+        # fired while the workload was ending by itself (its tool gave up too)
+        out.stalled = watchdog.info.get("t", float("inf")) <= out.done_at
+    if out.exc is not None:
+        ctx.log(out.traceback)
+    return out
+
+
+def error_text(exc: BaseException) -> str:
+    """A workload's failure in words: a ``WorkloadError`` is its message; any
+    other exception is named, with where it came from when it is a lookup
+    or type error (a bug in reading a tool's output, not the tool's fault)."""
+    from traffic._common import WorkloadError
+
+    if isinstance(exc, WorkloadError):
+        return str(exc)
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, LookupError | TypeError | AttributeError) and exc.__traceback__:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        text += f" (in {Path(frame.filename).name}:{frame.lineno} {frame.name}: an mptlab bug)"
+    return text
+
+
 def run(run_dir: Path) -> int:
+    state: dict = {}
+    code = _run(run_dir, state)
+    if state.get("abandoned"):
+        # the stopped workload's threads still block in the kernel; they must
+        # not keep the guest up (result.json is written)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(run_dir: Path, state: dict) -> int:
     spec = RunSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
     ctx = Context(run_dir, spec)
-    result: dict = {"status": "error", "started": time.time()}
+    result: dict = {"status": st.RESULT_ERROR, "started": time.time()}
+    outcome: WorkloadOutcome | None = None
     try:
         ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed}")
         modules = load_modules(ctx)
@@ -290,12 +437,22 @@ def run(run_dir: Path) -> int:
             background = importlib.import_module("traffic.background")
             background.start(ctx)
         workload = importlib.import_module(f"traffic.{ctx.workload.type}")
-        metrics = workload.run(ctx)
+        ctx.nstat = nstat.Recorder({h: ctx.net.ns(h) for h in (ctx.client, ctx.server)})
+        ctx.watchdog = watchdog = start_watchdog(ctx)
+        ctx.nstat.take("start")
+        outcome = run_workload(ctx, workload, watchdog)
+        state["abandoned"] = outcome.abandoned
+        if watchdog is not None:
+            watchdog.stop()
         background_metrics = background.stop(ctx) if background else None
-        wait_for_close(ctx)
+        # a stopped or failed workload leaves connections that may never close
+        wait_for_close(ctx, 30 if outcome.exc is None and not outcome.stalled else 2)
+        ctx.nstat.take("end")
         records, fidelity = stop_traces(ctx)
+        metrics = outcome.metrics
+        if metrics is None and outcome.exc is not None:
+            metrics = getattr(outcome.exc, "metrics", None)
         result.update(
-            status="ok",
             fidelity=fidelity,
             metrics=metrics,
             background=background_metrics,
@@ -303,12 +460,38 @@ def run(run_dir: Path) -> int:
             marks=ctx.marks,
             addresses={h: ctx.plan.addresses(h) for h in ctx.plan.hosts},
         )
+        result["nstat"], result["memory"] = ctx.nstat.result()
+        result["watchdog"] = watchdog.summary() if watchdog else {"setting": "off"}
+        if outcome.stalled:
+            result.update(status=st.RESULT_STALLED, reason=watchdog.reason, stall=watchdog.info)
+            if outcome.exc is not None:  # what the stopped workload said; the reason stays
+                result["workload_error"] = error_text(outcome.exc)
+            return 1
+        if outcome.exc is not None:
+            error = error_text(outcome.exc)
+            seen = watchdog.observation() if watchdog else ""
+            if seen:
+                error += f"; stall watchdog: {seen}"
+            result.update(error=error, traceback=outcome.traceback)
+            return 1
+        result["status"] = st.RESULT_OK
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
-        result.update(error=f"{type(exc).__name__}: {exc}", traceback=traceback.format_exc())
+        error = f"{type(exc).__name__}: {exc}"
+        if outcome is not None and outcome.stalled and ctx.watchdog is not None:
+            # the watchdog's reason stays the run's; this failure came after it
+            result.update(status=st.RESULT_STALLED, reason=ctx.watchdog.reason,
+                          stall=ctx.watchdog.info, agent_error=error)  # fmt: skip
+        elif outcome is not None and outcome.exc is not None:
+            result.update(error=f"{error_text(outcome.exc)}; then {error}",
+                          traceback=outcome.traceback + traceback.format_exc())  # fmt: skip
+        else:
+            result.update(error=error, traceback=traceback.format_exc())
         ctx.log(traceback.format_exc())
         return 1
     finally:
+        if ctx.watchdog is not None and ctx.watchdog.thread.is_alive():
+            ctx.watchdog.stop()
         result["finished"] = time.time()
         atomic_write(run_dir / RESULT, json.dumps(result, indent=1, default=str))
 

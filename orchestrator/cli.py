@@ -92,7 +92,7 @@ class Progress:
     def __call__(self, outcome, done: int, failed: int, total: int) -> None:
         elapsed = time.monotonic() - self.started
         if self.bar:
-            self.bar.update(self.task, completed=done, description=f"runs (failed {failed})")
+            self.bar.update(self.task, completed=done, description=f"runs (not ok {failed})")
             if outcome.status != "ok":
                 self.bar.console.print(
                     f"[red]{outcome.status}[/red] {outcome.run_id}: {outcome.reason}"
@@ -109,7 +109,7 @@ class Progress:
             self.base = done - 1
         eta = elapsed / max(1, done - self.base) * (total - done)
         print(f"[{done:4}/{total}] {outcome.status:8} {outcome.run_id:40} {outcome.seconds:6.1f} s"
-              f"  failed {failed}  eta {eta / 60:5.1f} min"
+              f"  not ok {failed}  eta {eta / 60:5.1f} min"
               + (f"  ({outcome.reason})" if outcome.status != "ok" else "")
               + (f"  (starved: waited {outcome.cpu_wait_share:.0%})" if outcome.starved else ""),
               flush=True)  # fmt: skip
@@ -158,10 +158,11 @@ def cmd_run(args) -> int:
             progress.close()
         ok = len(report.outcomes) - len(report.failed)
         reused = sum(o.previous for o in report.outcomes)
-        print(
-            f"{name}: {ok} ok, {len(report.failed)} failed ({reused} from earlier invocations) in {out}"
+        not_ok = f"{len(report.failed)} not ok" + (
+            f" ({report.breakdown()})" if report.failed else ""
         )
-        for o in report.failed:
+        print(f"{name}: {ok} ok, {not_ok} ({reused} from earlier invocations) in {out}")
+        for o in report.failed:  # failed, stalled, timeout, ...: each by name
             print(f"  {o.status}: {o.run_id}: {o.reason}")
         for notice in report.notices:
             print(f"  note: {notice}")

@@ -224,6 +224,9 @@ class Net:
         self.hosts: dict[str, Host] = {}
         self.links: list[Link] = []
         self.log = log  # callable(str) for every command, or None
+        # every process popen() started, with its namespace: the agent stops a
+        # stalled workload's processes (orchestrator.agent.stop_workload)
+        self.spawned: list[tuple[str, subprocess.Popen]] = []
 
     # -- construction --------------------------------------------------
     def add_host(self, name: str, router: bool = False) -> Host:
@@ -282,7 +285,9 @@ class Net:
         return self.sh("ip", "netns", "exec", self.ns(host), *args, check=check)
 
     def popen(self, host: Host | str, args: Sequence[str], **kwargs) -> subprocess.Popen:
-        return subprocess.Popen(["ip", "netns", "exec", self.ns(host), *args], **kwargs)
+        proc = subprocess.Popen(["ip", "netns", "exec", self.ns(host), *args], **kwargs)
+        self.spawned.append((self.ns(host), proc))
+        return proc
 
     def sysctl(self, host: Host | str, key: str, value: str | int) -> None:
         self.sysctls(host, {key: value})

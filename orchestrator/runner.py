@@ -38,6 +38,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import status as run_status
 from .agent import atomic_write
 from .paths import REPO_ROOT, KernelBuild
 from .runspec import RunSpec
@@ -70,7 +71,7 @@ def default_jobs() -> int:
 @dataclass
 class Outcome:
     run_id: str
-    status: str  # ok | failed | timeout | panic | crashed | skipped
+    status: str  # orchestrator.status.RUN_STATUSES: ok, failed, stalled, timeout, panic, crashed
     reason: str = ""
     seconds: float = 0.0
     previous: bool = False  # finished in an earlier invocation
@@ -87,7 +88,12 @@ class CampaignReport:
 
     @property
     def failed(self) -> list[Outcome]:
-        return [o for o in self.outcomes if o.status != "ok"]
+        """Every run that did not end ok (failed, stalled, timeout, ...)."""
+        return [o for o in self.outcomes if o.status != run_status.OK]
+
+    def breakdown(self) -> str:
+        """``"2 failed, 1 stalled"``: the runs not ok, by status."""
+        return run_status.breakdown(o.status for o in self.outcomes)
 
     notices: list[str] = field(default_factory=list)
 
@@ -269,14 +275,12 @@ class Campaign:
         started = time.time()
         res = boot(self.kernel, run_dir, entry, timeout=timeout_s,
                    env={"MPTLAB_MODULES_DIR": str(self.kernel.modules_dir)})  # fmt: skip
-        status, reason = res.status, res.reason
         result_path = run_dir / "result.json"
-        if result_path.exists():
-            result = json.loads(result_path.read_text())
-            if result.get("status") != "ok" and status in ("ok", "failed"):
-                status, reason = "failed", result.get("error", reason)
-        elif status == "ok":
-            status, reason = "failed", "the guest wrote no result.json"
+        try:
+            result = json.loads(result_path.read_text()) if result_path.exists() else None
+        except (OSError, json.JSONDecodeError) as exc:
+            result = {"status": "unreadable", "error": f"result.json unreadable: {exc}"}
+        status, reason = run_status.outcome(res.status, res.reason, result)
         seconds = time.time() - started
         outcome = Outcome(run.run_id, status, reason, seconds,
                           cpu_wait_share=_wait_share(res.cpu_wait_s, seconds))  # fmt: skip

@@ -236,6 +236,27 @@ class LinkEventSpec(Strict):
     set: dict = Field(default_factory=dict, description="link fields to change, e.g. {rate: 2mbit}")
 
 
+def _stall_timeout(value):
+    """``auto`` | ``off`` | a duration (``8s``; a bare number is ms).  YAML 1.1
+    reads an unquoted ``off`` as false (and ``on`` as true): both are taken."""
+    if value is False or value is None:
+        return "off"
+    if value is True:
+        return "auto"
+    if isinstance(value, str) and value.strip().lower() in ("auto", "off"):
+        return value.strip().lower()
+    try:
+        ms = units.duration_ms(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc}; or auto, off") from None
+    if ms <= 0:
+        raise ValueError(f"stall_timeout must be positive (or auto, off), got {value!r}")
+    return ms
+
+
+StallTimeout = Annotated[Literal["auto", "off"] | float, BeforeValidator(_stall_timeout)]
+
+
 class ExperimentSpec(Strict):
     description: str = ""
     source: str = ""
@@ -251,6 +272,11 @@ class ExperimentSpec(Strict):
     repetitions: int = Field(1, ge=1)
     warmup: Duration = Field(0.0, description="start of the run left out of the analysis")
     timeout: Duration = Field(300_000.0, gt=0, description="a run still going is killed")
+    stall_timeout: StallTimeout = Field(
+        "auto",
+        description="end the run as stalled when the workload's data level stands still this "
+        "long with data outstanding; auto: from the planned links (docs/experiments.md); off",
+    )
     traces: TracesSpec = TracesSpec()
     events: list[LinkEventSpec] = Field(
         default_factory=list, description="link changes during the run"

@@ -24,6 +24,7 @@ import signal
 import socket
 import subprocess
 import time
+import weakref
 from pathlib import Path
 
 IPPROTO_MPTCP = 262
@@ -31,6 +32,16 @@ CONTENT_VERSION = 1  # bump when a content generator changes its output
 
 
 # ------------------------------------------------------------------ guest
+class WorkloadError(RuntimeError):
+    """A workload that could not finish, in words (its tool's own error, not
+    an exception from reading its output); ``metrics``: what it measured
+    before it failed, if anything (the agent records them)."""
+
+    def __init__(self, message: str, metrics: dict | None = None):
+        super().__init__(message)
+        self.metrics = metrics
+
+
 def mptcp(ctx) -> bool:
     return bool(ctx.config.kernel.mptcp)
 
@@ -98,13 +109,40 @@ def params(ctx, model):
     return model.model_validate(data)
 
 
+# The workload sockets made here (and the connections they accept), so that
+# the agent can shut them down when the stall watchdog stops a run: a thread
+# blocked in send() or recv() on a frozen connection then returns.
+OPEN_SOCKETS: weakref.WeakSet = weakref.WeakSet()
+
+
+class _TrackedSocket(socket.socket):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        OPEN_SOCKETS.add(self)
+
+    def accept(self):
+        conn, addr = super().accept()
+        OPEN_SOCKETS.add(conn)
+        return conn, addr
+
+
+def abort_sockets() -> int:
+    """Shut down every open workload socket (both directions); how many."""
+    n = 0
+    for sock in list(OPEN_SOCKETS):
+        with contextlib.suppress(OSError):
+            sock.shutdown(socket.SHUT_RDWR)
+            n += 1
+    return n
+
+
 def stream_socket(ns: str, use_mptcp: bool) -> socket.socket:
     """A TCP (or MPTCP) socket that lives in network namespace ``ns``."""
     from orchestrator.netlab import in_netns
 
     proto = IPPROTO_MPTCP if use_mptcp else socket.IPPROTO_TCP
     with in_netns(ns):
-        return socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+        return _TrackedSocket(socket.AF_INET, socket.SOCK_STREAM, proto)
 
 
 def listen(

@@ -28,7 +28,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from ._common import connect, endpoints, ipdv, listen, mptcp, params, recv_exact, summary
+from ._common import (
+    WorkloadError,
+    connect,
+    endpoints,
+    ipdv,
+    listen,
+    mptcp,
+    params,
+    recv_exact,
+    summary,
+)
 from ._types import Duration, Rate, Size
 
 PORT = 8084
@@ -126,7 +136,7 @@ def run(ctx) -> dict:
     lsock.close()
     for side in (sent, got):
         if "error" in side:
-            raise RuntimeError(f"block transfer failed: {side['error']!r}")
+            raise WorkloadError(f"block transfer failed: {side['error']!r}")
     arrivals = got.get("arrivals", [])
     with open(ctx.trace_dir / "blocks.csv", "w", newline="") as fh:
         w = csv.writer(fh)

@@ -31,6 +31,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from ._common import (
+    WorkloadError,
     announce_client_addresses,
     endpoints,
     ipdv,
@@ -77,7 +78,8 @@ def _tod(text: str) -> float:
 
 
 def parse_itgdec(text: str) -> list[dict]:
-    """Records of ``ITGDec LOG -l OUT`` text: flow, seq, src, dst, tx, rx (s of day), size."""
+    """Records of ``ITGDec LOG -l OUT`` text: flow, seq, src, dst, tx, rx (s of day), size.
+    A record line without those fields is a ``WorkloadError`` quoting it."""
     out = []
     for line in text.splitlines():
         if not line.startswith("Flow>"):
@@ -86,18 +88,23 @@ def parse_itgdec(text: str) -> list[dict]:
         rec = {}
         for key, value in zip(fields[::2], fields[1::2], strict=False):
             rec[key.rstrip(">")] = value
-        out.append(
-            {
-                "flow": int(rec["Flow"]),
-                "seq": int(rec["Seq"]),
-                "src": rec["Src"],
-                "dst": rec["Dest"],
-                "tx": _tod(rec["txTime"]),
-                "rx": _tod(rec["rxTime"]),
-                "size": int(rec["Size"]),
-            }
-        )
+        try:
+            out.append(_record(rec))
+        except (KeyError, ValueError) as exc:
+            raise WorkloadError(f"ITGDec: unreadable record ({exc!r}): {line[:200]!r}") from None
     return out
+
+
+def _record(rec: dict) -> dict:
+    return {
+        "flow": int(rec["Flow"]),
+        "seq": int(rec["Seq"]),
+        "src": rec["Src"],
+        "dst": rec["Dest"],
+        "tx": _tod(rec["txTime"]),
+        "rx": _tod(rec["rxTime"]),
+        "size": int(rec["Size"]),
+    }
 
 
 def unwrap_day(records: list[dict]) -> None:
@@ -115,7 +122,9 @@ def decode(log, text_out) -> list[dict]:
     """Run ``ITGDec`` on a binary log; the decoded text goes to ``text_out``."""
     proc = subprocess.run(["ITGDec", str(log), "-l", str(text_out)], capture_output=True, text=True)
     if proc.returncode != 0 or not text_out.exists():
-        raise RuntimeError(f"ITGDec {log} failed ({proc.returncode}): {proc.stderr.strip()[-300:]}")
+        raise WorkloadError(
+            f"ITGDec {log} failed ({proc.returncode}): {proc.stderr.strip()[-300:]}"
+        )
     records = parse_itgdec(text_out.read_text())
     unwrap_day(records)
     return records
@@ -204,11 +213,11 @@ def run(ctx) -> dict:
         except subprocess.TimeoutExpired:
             send.kill()
             out, _ = send.communicate()
-            raise RuntimeError("ITGSend did not finish in time") from None
+            raise WorkloadError("ITGSend did not finish in time") from None
         ctx.mark("workload_end")
         (ctx.trace_dir / "ditg-cbr-send.out").write_text(out)
         if send.returncode != 0 or "Error" in out:
-            raise RuntimeError(f"ITGSend failed ({send.returncode}): {out.strip()[-400:]}")
+            raise WorkloadError(f"ITGSend failed ({send.returncode}): {out.strip()[-400:]}")
         time.sleep(0.5)  # the last frames' log records
     finally:
         stop(itgrecv, signal.SIGINT)

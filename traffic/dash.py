@@ -34,7 +34,16 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from . import dash_player, media
-from ._common import connect, endpoints, mptcp, params, prepared, stop, wait_listening
+from ._common import (
+    WorkloadError,
+    connect,
+    endpoints,
+    mptcp,
+    params,
+    prepared,
+    stop,
+    wait_listening,
+)
 from ._httpd import Connection
 from ._types import Duration, Rate
 
@@ -140,7 +149,7 @@ def run(ctx) -> dict:
             path = "/" + url.split("/", 3)[3]
             f = conn.get(path, keep=keep)
             if f.status != 200:
-                raise RuntimeError(f"GET {path}: HTTP {f.status}")
+                raise WorkloadError(f"GET {path}: HTTP {f.status}")
             return f.size, f.body
 
         player = dash_player.Player(fetch, p.algorithm(), max_buffer_s=p.max_buffer / 1000,

@@ -37,7 +37,18 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from . import media
-from ._common import connect, endpoints, ipdv, listen, mptcp, params, prepared, recv_exact, summary
+from ._common import (
+    WorkloadError,
+    connect,
+    endpoints,
+    ipdv,
+    listen,
+    mptcp,
+    params,
+    prepared,
+    recv_exact,
+    summary,
+)
 from ._types import Duration, Rate
 
 PORT = 8083
@@ -175,7 +186,7 @@ def run(ctx) -> dict:
     sender.join(timeout=10)
     lsock.close()
     if "error" in sent:
-        raise RuntimeError(f"live sender failed: {sent['error']!r}")
+        raise WorkloadError(f"live sender failed: {sent['error']!r}")
     with open(ctx.trace_dir / "live-frames.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["frame", "type", "bytes", "capture", "complete", "delay_ms"])

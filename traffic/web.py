@@ -49,6 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from . import pages
 from ._common import (
+    WorkloadError,
     build_once,
     connect,
     content_dir,
@@ -151,10 +152,10 @@ def load_h1(ctx, dest: str, bind: str | None, connections: int) -> tuple[float, 
     for t in threads:
         t.join()
     if errors:
-        raise RuntimeError(f"HTTP/1.1 page load failed: {errors[0]!r}")
+        raise WorkloadError(f"HTTP/1.1 page load failed: {errors[0]!r}")
     bad = [f for f in fetches if f.status != 200]
     if bad:
-        raise RuntimeError(f"HTTP/1.1 page load: {bad[0].path} gave HTTP {bad[0].status}")
+        raise WorkloadError(f"HTTP/1.1 page load: {bad[0].path} gave HTTP {bad[0].status}")
     return start, fetches
 
 
@@ -166,10 +167,21 @@ def _iso(text: str) -> float:
 def parse_har(har: dict) -> tuple[float, list[Fetch]]:
     """(client start epoch s, fetches) from nghttp's HAR: entry 0 starts when
     the client starts (its ``time`` includes DNS and connect), every entry's
-    ``time`` runs from its request to its last byte."""
+    ``time`` runs from its request to its last byte.  A HAR without the
+    fields read here is a ``WorkloadError`` naming what is missing."""
+    try:
+        return _parse_har(har)
+    except (KeyError, IndexError, TypeError, ValueError) as exc:
+        what = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+        raise WorkloadError(
+            f"nghttp: unexpected HAR output ({type(exc).__name__}: {what})"
+        ) from None
+
+
+def _parse_har(har: dict) -> tuple[float, list[Fetch]]:
     entries = har["log"]["entries"]
     if not entries:
-        raise RuntimeError("nghttp fetched nothing")
+        raise WorkloadError("nghttp fetched nothing")
     start = _iso(entries[0]["startedDateTime"])
     out = []
     for i, e in enumerate(entries):
@@ -199,14 +211,24 @@ def load_h2(ctx, dest: str, k: int) -> tuple[float, list[Fetch]]:
     proc = ctx.net.popen(
         ctx.client, args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )
-    out, _ = proc.communicate(timeout=300)
+    try:
+        out, _ = proc.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        (ctx.trace_dir / f"nghttp-{k}.out").write_text(out)
+        raise WorkloadError(f"nghttp did not finish in 300 s: {out.strip()[-300:]}") from None
     (ctx.trace_dir / f"nghttp-{k}.out").write_text(out)
     if proc.returncode != 0 or not har_path.exists():
-        raise RuntimeError(f"nghttp failed ({proc.returncode}): {out.strip()[-400:]}")
-    start, fetches = parse_har(json.loads(har_path.read_text()))
+        raise WorkloadError(f"nghttp failed ({proc.returncode}): {out.strip()[-400:]}")
+    try:
+        har = json.loads(har_path.read_text())
+    except json.JSONDecodeError as exc:
+        raise WorkloadError(f"nghttp: its HAR file is not JSON ({exc.msg})") from None
+    start, fetches = parse_har(har)
     bad = [f for f in fetches if f.status != 200]
     if bad:
-        raise RuntimeError(f"HTTP/2 page load: {bad[0].path} gave HTTP {bad[0].status}")
+        raise WorkloadError(f"HTTP/2 page load: {bad[0].path} gave HTTP {bad[0].status}")
     return start, fetches
 
 
