@@ -107,7 +107,16 @@ def cmd_stats(args) -> int:
     if bad:
         raise SpecError(f"--metric {', '.join(bad)}: not in the runs table; metrics: "
                         f"{', '.join(stats.metric_columns(ok))}")  # fmt: skip
-    print(f"{root}: {len(runs)} runs, {len(ok)} ok (statistics over ok runs; n per group below)")
+    from orchestrator.status import breakdown
+
+    not_ok_runs = runs[runs["status"] != "ok"]
+    not_ok = f", not ok: {breakdown(not_ok_runs['status'])}" if len(not_ok_runs) else ""
+    print(
+        f"{root}: {len(runs)} runs, {len(ok)} ok{not_ok} (statistics over ok runs; n per group below)"
+    )
+    for _, r in not_ok_runs.iterrows():  # never silently left out: each by name, with its reason
+        reason = str(r.get("reason") or r.get("result_error") or "")
+        print(f"  {r['status']}: {r['run_id']}: {reason[:300]}")
     summ = stats.summarize(runs, metrics, by=args.by, seed=args.seed)
     _print_df(summ.drop(columns=["conf"]), args.format)
     if args.reference is not None:

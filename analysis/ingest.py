@@ -25,9 +25,9 @@ import numpy as np
 import pandas as pd
 
 STORE = "analysis"
-SCHEMA = 2  # bump when tables change: the next ingest rebuilds the store
+SCHEMA = 3  # bump when tables change: the next ingest rebuilds the store
 TABLES = ["runs", "kernel_connections", "kernel_subflows", "ss", "mptcp", "kernel_ofo", "series",
-          "pcap_subflows", "pcap_connections", "pcap_ofo"]  # fmt: skip
+          "nstat", "pcap_subflows", "pcap_connections", "pcap_ofo"]  # fmt: skip
 OFO_BIN_S = 0.010  # the BLEST paper samples the OFO queue every 10 ms
 MAX_PARTS = 16  # parts per table before they are merged into one
 
@@ -193,7 +193,8 @@ def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> Ru
     result = result or {}
     row["result_status"] = result.get("status") if result else None
     if result.get("status") not in (None, "ok"):
-        row["result_error"] = str(result.get("error", ""))[:2000]
+        row["result_error"] = str(result.get("error") or result.get("reason") or "")[:2000]
+    row.update(_watchdog_columns(result))
     if not result and info is not None and row["status"] == "ok":
         row["result_error"] = result_err
     # workload metrics: scalars as columns, lists as the series table
@@ -245,6 +246,9 @@ def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> Ru
     for table in ("ss", "mptcp"):
         if table in tables:
             tables[table] = pd.concat(tables[table], ignore_index=True)
+    ns = nstat_rows(result)
+    if len(ns):
+        tables["nstat"] = ns
     ofo = ofo_bins(_read_ofo_events(run_dir / "traces" / "ofo-events.csv"))
     if len(ofo):
         ofo["t_rel"] = ofo["t"] - t0 if t0 else np.nan
@@ -258,6 +262,66 @@ def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> Ru
     for df in tables.values():
         df.insert(0, "run_id", run_id)
     return RunTables(row, tables)
+
+
+def _watchdog_columns(result: dict) -> dict:
+    """The stall watchdog's setting and, for a stalled run, what it saw."""
+    out: dict = {}
+    wd = result.get("watchdog") or {}
+    if wd:
+        out["stall_timeout_s"] = wd.get("stall_timeout_s")
+        out["stall_timeout_setting"] = wd.get("setting")
+    stall = result.get("stall") or {}
+    if stall:
+        out["stall_frozen_s"] = stall.get("frozen_s")
+        out["stall_after_s"] = stall.get("after_s")
+        out["stall_host"] = stall.get("host")
+        out["stall_bytes_acked"] = stall.get("bytes_acked")
+    return out
+
+
+NSTAT_COLUMNS = ["host", "mib", "counter", "name", "start", "end", "delta", "kind"]
+
+
+def nstat_rows(result: dict) -> pd.DataFrame:
+    """result.json ``nstat`` and ``memory`` in long form: one row per host and
+    counter that is non-zero at the start or the end of the run.  ``mib`` is
+    the group (``TcpExt``, ``MPTcpExt``, ``Tcp``, ...), ``name`` the counter
+    as ``nstat`` prints it (``TcpExtTCPOFOQueue``); ``kind`` is ``counter``
+    (``delta`` = end - start) or ``gauge`` (``sockstat``, ``meminfo``,
+    ``tcp_mem``: values at the two moments, host ``guest`` for guest-wide
+    ones)."""
+    rows = []
+    for host, entry in (result.get("nstat") or {}).items():
+        start, end = entry.get("start") or {}, entry.get("end") or {}
+        for mib in dict.fromkeys([*start, *end]):
+            a, b = start.get(mib) or {}, end.get(mib) or {}
+            for counter in dict.fromkeys([*a, *b]):
+                v0, v1 = a.get(counter), b.get(counter)
+                if not v0 and not v1:
+                    continue
+                d = v1 - v0 if v0 is not None and v1 is not None else None
+                rows.append((host, mib, counter, f"{mib}{counter}", v0, v1, d, "counter"))
+    mem = result.get("memory") or {}
+    m0, m1 = mem.get("start") or {}, mem.get("end") or {}
+    gauges: dict[tuple, list] = {}
+    for i, snap in enumerate((m0, m1)):
+        for k, v in (snap.get("meminfo_kb") or {}).items():
+            gauges.setdefault(("guest", "meminfo", f"{k}_kB"), [None, None])[i] = v
+        for k, v in enumerate(snap.get("tcp_mem_pages") or []):
+            name = ("min", "pressure", "max")[k] if k < 3 else str(k)
+            gauges.setdefault(("guest", "tcp_mem", f"{name}_pages"), [None, None])[i] = v
+        for host, groups in (snap.get("sockstat") or {}).items():
+            for g, values in (groups or {}).items():
+                for k, v in values.items():
+                    gauges.setdefault((host, f"sockstat_{g}", k), [None, None])[i] = v
+    for (host, mib, counter), (v0, v1) in gauges.items():
+        d = v1 - v0 if v0 is not None and v1 is not None else None
+        rows.append((host, mib, counter, f"{mib}{counter}", v0, v1, d, "gauge"))
+    df = pd.DataFrame(rows, columns=NSTAT_COLUMNS)
+    for c in ("start", "end", "delta"):
+        df[c] = df[c].astype("Int64")
+    return df
 
 
 def _num(v):

@@ -6,7 +6,9 @@ Sections: overview (runs per variant and status), summary statistics of every
 metric per variant (n, mean, median, sd, 95 % bootstrap CI), each variant
 against a reference (relative difference with CI, Mann-Whitney U p-value),
 repetitions needed for a given effect, figures (PNG embedded; PDFs written
-next to the report), failed runs with their reason, and provenance
+next to the report), the kernel's drop/prune/OFO/retransmission counters
+per variant (nstat), every run that is not ok (failed, stalled, timeout,
+...) with its reason, and provenance
 (campaign.json, each variant's spec, the guests' tool versions and module
 hashes).  Figures and tables show n everywhere.
 """
@@ -23,7 +25,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from orchestrator.status import breakdown
+
 from . import figures, ingest, stats
+
+# kernel counters worth a look per variant: drops, pruning, out-of-order
+# queueing, retransmissions, timeouts, MPTCP reinjections (name patterns)
+NSTAT_PATTERNS = ("prune", "drop", "ofo", "retrans", "timeout", "reinject", "collapse", "overflow")
 
 CSS = """
 body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;
@@ -212,8 +220,10 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     exps = sorted({e for e in runs["experiment"].dropna()})
     parts.append(f"<h1>mptlab report: {esc(', '.join(exps) or root.name)}</h1>")
+    not_ok = breakdown(runs["status"])
     parts.append(f"<p class='muted'>{esc(root.resolve())} &middot; generated {stamp} &middot; "
                  f"{len(runs)} runs, {len(ok)} ok, {len(runs) - len(ok)} not ok"
+                 f"{f' ({esc(not_ok)})' if not_ok else ''}"
                  f"{f', {len(all_runs) - len(runs)} earlier attempts' if len(all_runs) > len(runs) else ''}"
                  "</p>")  # fmt: skip
     parts.append("<p class='muted'>Statistics use the ok runs of each run's current attempt; "
@@ -296,8 +306,10 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
         parts.append("</div>")
     # ---- pcap cross-check
     parts.append(_pcap_section(runs))
-    # ---- failed runs
-    parts.append("<h2 id='failed'>Failed runs</h2>")
+    # ---- kernel counters
+    parts.append(_nstat_section(root, runs, order, by))
+    # ---- runs that are not ok
+    parts.append("<h2 id='failed'>Runs not ok (failed, stalled, timeout, ...)</h2>")
     bad = all_runs[all_runs["status"] != "ok"]
     if len(bad):
         rows = [[esc(r["run_id"]), esc(r["attempt"]), f"<span class='bad'>{esc(r['status'])}</span>",
@@ -418,6 +430,34 @@ def _provenance(root: Path, runs, campaigns, order, by) -> str:
             )
         parts.append("</details>")
     return "".join(parts)
+
+
+def _nstat_section(root: Path, runs: pd.DataFrame, order: list, by: str) -> str:
+    """Mean per-run change of the notable kernel counters (client and server
+    summed), per group: the counters of ``NSTAT_PATTERNS`` that moved in
+    some run."""
+    ns = ingest.load_table(root, "nstat")
+    head = "<h2 id='nstat'>Kernel counters (nstat)</h2>"
+    if not len(ns) or "kind" not in ns:
+        return head + "<p class='muted'>no nstat counters in these runs.</p>"
+    ns = ns[(ns["kind"] == "counter") & ns["run_id"].isin(runs["run_id"])]
+    pattern = "|".join(NSTAT_PATTERNS)
+    ns = ns[ns["counter"].str.lower().str.contains(pattern) & ns["delta"].fillna(0).ne(0)]
+    if not len(ns):
+        return head + "<p class='muted'>none of the drop, prune, OFO, retransmission or " \
+                      "timeout counters moved.</p>"  # fmt: skip
+    per_run = ns.groupby(["run_id", "name"])["delta"].sum().unstack(fill_value=0)
+    per_run = per_run.reindex(runs["run_id"], fill_value=0)
+    groups = runs.set_index("run_id")[by].reindex(per_run.index)
+    names = sorted(per_run.columns, key=lambda n: (not n.startswith("MPTcp"), n))
+    rows = []
+    for g in order:
+        sub = per_run[groups == g]
+        if len(sub):
+            rows.append([esc(g), str(len(sub))] + [fmt(float(sub[n].mean())) for n in names])
+    return head + ("<p class='muted'>Mean change per run (client + server), every run of the "
+                   "current attempt whatever its status; all counters: the nstat table.</p>") + \
+        table([by, "runs", *map(esc, names)], rows, left=1)  # fmt: skip
 
 
 def unique_values(df: pd.DataFrame, col: str) -> list:

@@ -33,7 +33,9 @@ ID_COLUMNS = {"run_id", "campaign", "run_dir", "attempt", "experiment", "variant
               "timeout_s", "variant_keys", "topology", "paths", "mptcp", "scheduler",
               "congestion_control", "tcp_path", "workload", "warmup_ms", "result_status",
               "result_error", "workload_start", "workload_end", "k_token", "path_share_source",
-              "pcap_error", "pcap_packets", "analysis_window_s"}  # fmt: skip
+              "pcap_error", "pcap_packets", "analysis_window_s", "stall_timeout_s",
+              "stall_timeout_setting", "stall_frozen_s", "stall_after_s", "stall_host",
+              "stall_bytes_acked"}  # fmt: skip
 
 
 def _clean(values) -> np.ndarray:

@@ -52,7 +52,7 @@ def test_the_report_is_self_contained_and_lists_everything(report):
     text = report.read_text()
     assert "src='http" not in text and 'src="http' not in text and "<script" not in text
     assert text.count("data:image/png;base64,") >= 4  # bar, box, CDF, path share, time series
-    for want in ("Summary statistics", "Failed runs", "Provenance", "fixture-fail/scheduler=blest/rep-000",
+    for want in ("Summary statistics", "Runs not ok", "Provenance", "fixture-fail/scheduler=blest/rep-000",
                  "killed after", "superseded", "kernel patches", "guest-provenance" if False else "iperf3"):  # fmt: skip
         assert want in text, want
     assert "n=2" in text or ">2<" in text
