@@ -10,6 +10,12 @@ A workload is a module ``traffic/<type>.py`` (the YAML's ``workload.type``) with
   ``ctx.plan``, ``ctx.client``, ``ctx.server``, ``ctx.config``,
   ``ctx.trace_dir``, ``ctx.log()``, ``ctx.mark()``; ``ctx.workload`` holds
   the validated params as attributes);
+  it runs in a thread of the agent, and raises ``traffic._common.WorkloadError``
+  with its tool's own words (and any ``metrics`` measured so far) when it
+  cannot finish; when the stall watchdog fires, the processes it started
+  with ``ctx.net.popen`` in the client's and server's namespaces get
+  SIGTERM and the sockets it made with ``traffic._common`` are shut down,
+  so that it comes back (else the agent goes on without it after 5 s);
 - optionally ``quick(params: dict) -> dict``: the shortened version used by
   ``mptlab run --quick``;
 - optionally ``prepare(params: dict) -> dict``: runs on the host before the
