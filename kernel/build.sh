@@ -23,6 +23,9 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 root=$(cd "$here/.." && pwd)
+# Debian's source package of the kernel line we patch (6.12 LTS, from
+# bookworm-security; the series in patches/ is written against it).
+ksrc=linux-source-6.12
 cache=${MPTLAB_CACHE:-$HOME/.cache/mptlab}
 jobs=${MPTLAB_JOBS:-$(nproc)}
 mode=build
@@ -37,7 +40,7 @@ esac
 log() { echo "kernel: $*" >&2; }
 
 src_version() {
-  dpkg-query -W -f '${Version}' linux-source-6.1 2>/dev/null || true
+  dpkg-query -W -f '${Version}' "$ksrc" 2>/dev/null || true
 }
 
 # Hash of named files' contents (path relative to the repo, then content).
@@ -65,7 +68,7 @@ module_files() {
 
 kernel_key() {
   local ver=$1
-  { echo "linux-source-6.1 $ver"; hash_files "$here/build.sh" "$here/patches/series" \
+  { echo "$ksrc $ver"; hash_files "$here/build.sh" "$here/patches/series" \
       $(series_files) $(LC_ALL=C ls "$here"/config/*.config); } | sha256sum | cut -c1-16
 }
 
@@ -74,7 +77,7 @@ if [ "$mode" = build ] || [ "$mode" = modules ]; then
 fi
 ver=$(src_version)
 if [ -z "$ver" ]; then
-  log "Debian's linux-source-6.1 is not installed (run kernel/build.sh without --dir)"
+  log "Debian's $ksrc is not installed (run kernel/build.sh without --dir)"
   exit 3
 fi
 khash=$(kernel_key "$ver")
@@ -97,12 +100,13 @@ fi
 
 build_kernel() {
   local tmp=$kdir.tmp.$$
-  log "building UML kernel from Debian linux-source-6.1 $ver (key $khash)"
-  log "output: $kdir (takes ~5 min on 2 cores; later builds reuse it)"
+  log "building UML kernel from Debian $ksrc $ver (key $khash)"
+  log "output: $kdir (takes ~10 min on 2 cores; later builds reuse it)"
   rm -rf "$tmp"
   mkdir -p "$tmp"
-  tar -C "$tmp" -xf /usr/src/linux-source-6.1.tar.xz
-  mv "$tmp/linux-source-6.1" "$tmp/src"
+  log "unpacking /usr/src/$ksrc.tar.xz"
+  tar -C "$tmp" -xf "/usr/src/$ksrc.tar.xz"
+  mv "$tmp/$ksrc" "$tmp/src"
   local p
   for p in $(series_files); do
     log "applying $(basename "$p")"
@@ -116,7 +120,7 @@ build_kernel() {
   )
   check_config "$tmp/src/.config"
   log "compiling (log: $tmp/build.log)"
-  if ! make -C "$tmp/src" ARCH=um -j"$jobs" linux modules >"$tmp/build.log" 2>&1; then
+  if ! with_progress "$tmp/build.log" make -C "$tmp/src" ARCH=um -j"$jobs" linux modules; then
     tail -n 40 "$tmp/build.log" >&2
     log "kernel build failed; full log in $tmp/build.log"
     exit 1
@@ -127,7 +131,7 @@ build_kernel() {
   cat > "$tmp/build-info.json" <<JSON
 {
   "kernel_key": "$khash",
-  "source_package": "linux-source-6.1",
+  "source_package": "$ksrc",
   "source_version": "$ver",
   "kernel_release": "$release",
   "arch": "um",
@@ -138,6 +142,27 @@ JSON
   rm -rf "$kdir"
   mv "$tmp" "$kdir"
   log "kernel $release built in $kdir"
+}
+
+# Run a long command with its output in $1, printing a line every 30 s
+# (elapsed time, objects compiled so far, the latest one) so that a build
+# of several minutes does not look hung.
+with_progress() {
+  local logf=$1 pid start n last
+  shift
+  start=$(date +%s)
+  "$@" >"$logf" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if (( ($(date +%s) - start) % 30 == 0 )); then
+      n=$(grep -c '^  CC' "$logf" || true)
+      last=$(grep '^  CC' "$logf" | tail -n1 | awk '{print $2}')
+      log "  $(( $(date +%s) - start )) s: $n files compiled${last:+, now $last}"
+      sleep 1
+    fi
+  done
+  wait "$pid"
 }
 
 # Every option the fragment asks for must survive olddefconfig: a dependency
@@ -190,21 +215,24 @@ build_modules() {
 }
 
 # The upstream MPTCP selftests of this source tree, built for the guest: the
-# C helpers are compiled on the host against the patched uapi header (the
-# guest runs host binaries through hostfs), the scripts copied next to them.
+# C helpers are compiled on the host against the patched uapi headers (the
+# guest runs host binaries through hostfs), the scripts copied next to them,
+# in the source's layout (net/mptcp/*.sh source ../lib.sh, ../net_helper.sh).
 build_selftests() {
-  local src=$kdir/src/tools/testing/selftests/net/mptcp
+  local src=$kdir/src/tools/testing/selftests/net
   local out=$kdir/selftests.tmp.$$ prog
   rm -rf "$out"
-  mkdir -p "$out/include/linux"
-  cp "$kdir/src/include/uapi/linux/mptcp.h" "$out/include/linux/"
+  mkdir -p "$out/include/linux" "$out/net/mptcp"
+  cp "$kdir/src/include/uapi/linux/mptcp.h" "$kdir/src/include/uapi/linux/mptcp_pm.h" \
+    "$out/include/linux/"
   for prog in mptcp_connect pm_nl_ctl mptcp_sockopt mptcp_inq; do
-    gcc -Wall -O2 -I"$out/include" -o "$out/$prog" "$src/$prog.c" -lpthread
+    gcc -Wall -O2 -I"$out/include" -o "$out/net/mptcp/$prog" "$src/mptcp/$prog.c" -lpthread
   done
-  cp "$src"/*.sh "$src/settings" "$out/"
+  cp "$src"/mptcp/*.sh "$src/mptcp/settings" "$out/net/mptcp/"
+  cp "$src/lib.sh" "$src/net_helper.sh" "$out/net/"
   rm -rf "$out/include" "$kdir/selftests"
   mv "$out" "$kdir/selftests"
-  log "selftests: $(cd "$kdir/selftests" && echo *.sh | wc -w) scripts in $kdir/selftests"
+  log "selftests: $(cd "$kdir/selftests/net/mptcp" && echo *.sh | wc -w) scripts in $kdir/selftests/net/mptcp"
 }
 
 if [ "$mode" = modules ] && [ ! -x "$kdir/linux" ]; then

@@ -155,6 +155,27 @@ def mptcp_ip_lines(ctx: Context) -> dict[str, list[str]]:
     return lines
 
 
+def guest_tcp_mem(meminfo: str = "/proc/meminfo") -> str:
+    """``tcp_mem`` (pages: no pressure below, pressure from, hard limit) for
+    this guest: 1/2, 5/8 and 3/4 of its RAM.
+
+    The sender and the receiver of an experiment share one guest kernel, so
+    one TCP memory budget, which Linux sizes at ~9 % of RAM (22 MB hard
+    limit, pressure from 14.7 MB in a 256 MB guest).  Under memory pressure
+    an MPTCP receiver drops even the segment that fills the hole in its
+    out-of-order queue (MPTcpExt RcvPruned) and never prunes that queue, so
+    the connection deadlocks: 4 of 4 blest and 2 of 4 default 64 MiB
+    transfers over 3G+WLAN with 16 MiB buffers stalled that way in a 256 MB
+    guest, 0 of 4 in a 1 GiB guest, whose peak TCP memory was 26 MB
+    (docs/stalls.md).  Real endpoints each have GBs and their own budget;
+    here pressure should only come when the guest is really short of memory.
+    """
+    with open(meminfo) as f:
+        kb = int(f.readline().split()[1])  # MemTotal
+    pages = kb // 4
+    return f"{pages // 2} {pages * 5 // 8} {pages * 3 // 4}"
+
+
 def configure(ctx: Context) -> dict:
     """Kernel knobs in every namespace; returns what was set (for provenance)."""
     k = ctx.config.kernel
@@ -177,6 +198,9 @@ def configure(ctx: Context) -> dict:
         per_ns["net.ipv4.tcp_wmem"] = f"4096 16384 {k.wmem}"
     per_ns.update(ctx.spec.config["kernel"]["sysctls"])
     # global knobs live in the guest's initial namespace
+    tcp_mem = per_ns.pop("net.ipv4.tcp_mem", None) or guest_tcp_mem()
+    subprocess.run(["sysctl", "-qw", f"net.ipv4.tcp_mem={tcp_mem}"], check=True)
+    applied["net.ipv4.tcp_mem"] = tcp_mem
     if k.rmem:
         subprocess.run(["sysctl", "-qw", f"net.core.rmem_max={k.rmem}"], check=True)
     if k.wmem:
@@ -462,8 +486,16 @@ def _run(run_dir: Path, state: dict) -> int:
         )
         result["nstat"], result["memory"] = ctx.nstat.result()
         result["watchdog"] = watchdog.summary() if watchdog else {"setting": "off"}
+        memory_words = stall.memory_diagnosis(
+            result["nstat"],
+            watchdog.tcp_mem_peak if watchdog else 0,
+            result["memory"].get("end", {}).get("tcp_mem_pages"),
+        )
+        if memory_words:
+            result["memory_diagnosis"] = memory_words
         if outcome.stalled:
-            result.update(status=st.RESULT_STALLED, reason=watchdog.reason, stall=watchdog.info)
+            reason = watchdog.reason + (f"; {memory_words}" if memory_words else "")
+            result.update(status=st.RESULT_STALLED, reason=reason, stall=watchdog.info)
             if outcome.exc is not None:  # what the stopped workload said; the reason stays
                 result["workload_error"] = error_text(outcome.exc)
             return 1

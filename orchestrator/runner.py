@@ -274,6 +274,7 @@ class Campaign:
         entry.chmod(0o755)
         started = time.time()
         res = boot(self.kernel, run_dir, entry, timeout=timeout_s,
+                   mem_mb=run.config["kernel"].get("memory", 1 << 30) >> 20,
                    env={"MPTLAB_MODULES_DIR": str(self.kernel.modules_dir)})  # fmt: skip
         result_path = run_dir / "result.json"
         try:

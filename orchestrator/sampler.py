@@ -41,7 +41,7 @@ _REQ = struct.Struct("=BBBBI2s2s16s16sI8s")  # inet_diag_req_v2 (sockid inline)
 _MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg
 _RTA = struct.Struct("=HH")
 
-# struct tcp_info (Linux 6.1): name -> (offset, format)
+# struct tcp_info (append-only since Linux 4.x; these offsets hold for 6.1 and 6.12)
 TCP_INFO = {
     "rto": (8, "I"), "unacked": (24, "I"), "sacked": (28, "I"), "lost": (32, "I"),
     "retrans": (36, "I"), "pmtu": (60, "I"), "srtt_us": (68, "I"), "rttvar_us": (72, "I"),
@@ -50,14 +50,18 @@ TCP_INFO = {
     "notsent_bytes": (144, "I"), "min_rtt_us": (148, "I"), "delivery_rate": (160, "Q"),
     "bytes_sent": (200, "Q"), "bytes_retrans": (208, "Q"), "snd_wnd": (228, "I"),
 }  # fmt: skip
-# struct mptcp_info with the mptlab extension (patch 0002)
+# struct mptcp_info of Linux 6.12 with the mptlab extension (patch 0002),
+# offsets checked with offsetof() against the patched uapi header.  The
+# connection counters are upstream's: bytes_sent counts new data only,
+# bytes_reinjected is upstream's mptcpi_bytes_retrans (every MPTCP-level
+# re-send); the OFO fields and the scheduler name are appended by mptlab.
 MPTCP_INFO = {
     "subflows": (0, "B"), "token": (12, "I"), "write_seq": (16, "Q"), "snd_una": (24, "Q"),
-    "rcv_nxt": (32, "Q"), "ofo_bytes": (48, "Q"), "ofo_bytes_max": (56, "Q"),
-    "ofo_segs": (64, "I"), "ofo_segs_max": (68, "I"), "bytes_sent": (72, "Q"),
-    "bytes_reinjected": (80, "Q"), "bytes_acked": (88, "Q"), "bytes_received": (96, "Q"),
+    "rcv_nxt": (32, "Q"), "bytes_reinjected": (48, "Q"), "bytes_sent": (56, "Q"),
+    "bytes_received": (64, "Q"), "bytes_acked": (72, "Q"), "ofo_bytes": (96, "Q"),
+    "ofo_bytes_max": (104, "Q"), "ofo_segs": (112, "I"), "ofo_segs_max": (116, "I"),
 }  # fmt: skip
-MPTCP_SCHEDULER = (104, 16)
+MPTCP_SCHEDULER = (120, 16)
 SUBFLOW_ATTRS = {1: ("token_rem", "I"), 2: ("token_loc", "I"), 9: ("id_rem", "B"),
                  10: ("id_loc", "B"), 12: ("mptcp_bytes_sent", "Q"), 13: ("mptcp_bytes_reinjected", "Q")}  # fmt: skip
 

@@ -201,6 +201,12 @@ class KernelSpec(Strict):
     wmem: Size | None = Field(None, description="max send buffer (tcp_wmem[2], wmem_max)")
     path_manager: PathManagerSpec = PathManagerSpec()
     checksum: bool = False
+    memory: Size = Field(
+        1 << 30,
+        ge=256 << 20,
+        description="the guest's RAM; every host of the experiment shares this one kernel, "
+        "its TCP memory limit (tcp_mem) is set from it (docs/stalls.md)",
+    )
     sysctls: dict[str, int | float | str] = {}
 
 

@@ -41,6 +41,7 @@ links; see docs/experiments.md for the reasoning.
 from __future__ import annotations
 
 import json
+import os
 import struct
 import threading
 import time
@@ -455,6 +456,30 @@ def _subflow_records(diag, now: float) -> list[dict]:
     return [dict(zip(s.SUBFLOW_COLUMNS, row, strict=False)) for row in s.subflow_rows(diag, now)]
 
 
+def memory_diagnosis(nstat_result: dict, tcp_mem_peak: int, tcp_mem: list[int] | None) -> str:
+    """Words on TCP memory trouble in a run's counters, or "".
+
+    Under TCP memory pressure an MPTCP receiver drops even the segment that
+    fills the hole in its out-of-order queue (MPTcpExt RcvPruned) and never
+    prunes that queue: the connection can deadlock (docs/stalls.md).
+    """
+    pruned = sum(h.get("delta", {}).get("MPTcpExt.RcvPruned", 0) for h in nstat_result.values())
+    pressures = sum(
+        h.get("delta", {}).get("TcpExt.TCPMemoryPressures", 0) for h in nstat_result.values()
+    )
+    if not pruned and not pressures:
+        return ""
+    words = []
+    if pruned:
+        words.append(f"the MPTCP receiver dropped {pruned} segments for lack of TCP memory "
+                     "(MPTcpExt RcvPruned)")  # fmt: skip
+    if pressures:
+        words.append(f"TCP memory pressure began {pressures} times")
+    if tcp_mem and tcp_mem_peak:
+        words.append(f"peak TCP memory {tcp_mem_peak} pages, tcp_mem {'/'.join(map(str, tcp_mem))}")
+    return "; ".join(words) + " (the receive-memory deadlock of docs/stalls.md)"
+
+
 class Watchdog:
     """The detector in a thread of the agent, polling the client's and the
     server's namespaces every ``poll_s``.  ``fired`` is set once a
@@ -490,6 +515,14 @@ class Watchdog:
         self.cpu_s = 0.0
         self.started = time.monotonic()
         self.last: tuple[dict, dict] = ({}, {})
+        # TCP memory in use (pages, all namespaces: the budget is the guest's)
+        # at every poll, so that a run says how close it came to tcp_mem
+        # (docs/stalls.md); one read of an fd opened once.
+        self.tcp_mem_peak = 0
+        try:
+            self._sockstat_fd: int | None = os.open("/proc/net/sockstat", os.O_RDONLY)
+        except OSError:
+            self._sockstat_fd = None
         self.thread = threading.Thread(target=self._run, name="stall-watchdog", daemon=True)
         self.thread.start()
 
@@ -514,6 +547,7 @@ class Watchdog:
                 mptcp, subflows = self.poll()
                 self.last = (mptcp, subflows)
                 self.polls += 1
+                self._sample_tcp_mem()
                 conns = [c for h in self.diags
                          for c in connections(h, mptcp[h], subflows.get(h, []))]  # fmt: skip
                 frozen = self.detector.update(time.monotonic(), conns)
@@ -528,6 +562,14 @@ class Watchdog:
             self.log(f"stall watchdog stopped: {self.error}")
         finally:
             self.cpu_s = time.thread_time() - cpu0
+
+    def _sample_tcp_mem(self) -> None:
+        if self._sockstat_fd is None:
+            return
+        from .nstat import _read_fd, parse_sockstat
+
+        pages = parse_sockstat(_read_fd(self._sockstat_fd)).get("TCP", {}).get("mem", 0)
+        self.tcp_mem_peak = max(self.tcp_mem_peak, pages)
 
     def _fire(self, frozen: list[Frozen], mptcp: dict, subflows: dict) -> None:
         self.reason = describe(frozen, mptcp, subflows, self.path_of)
@@ -601,6 +643,9 @@ class Watchdog:
     def stop(self) -> None:
         self.stop_event.set()
         self.thread.join(10)
+        if self._sockstat_fd is not None and not self.thread.is_alive():
+            os.close(self._sockstat_fd)
+            self._sockstat_fd = None
 
     def summary(self) -> dict:
         return {
@@ -612,4 +657,5 @@ class Watchdog:
             "cpu_s": round(self.cpu_s, 4),
             "fired": self.fired.is_set(),
             "error": self.error,
+            "tcp_mem_peak_pages": self.tcp_mem_peak,
         }

@@ -3,7 +3,7 @@
 # Usage: scripts/install-deps.sh [group...]   groups: kernel runtime (default: all)
 set -euo pipefail
 
-kernel_pkgs="linux-source-6.1 build-essential bc flex bison libelf-dev libssl-dev xz-utils kmod"
+kernel_pkgs="linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev xz-utils kmod"
 runtime_pkgs="python3 python3-venv iproute2 iputils-ping procps psmisc ethtool iperf3 mptcpize
   tcpdump bridge-utils mininet d-itg nghttp2-client nghttp2-server ffmpeg chromium tshark"
 

@@ -6,7 +6,7 @@ manager, fallback, and transfers under netem loss/reordering/delay.
 
 ``simult_flows.sh`` compares each transfer's runtime with a tight bound
 (derived from link rates) and is timing-sensitive: on these 2-core machines
-the *unpatched* 6.1 UML kernel fails some of its cases in about one run out
+the *unpatched* 6.1 UML kernel failed some of its cases in about one run out
 of two (docs/benchmarks.md).  So each of its cases must pass in at least one
 of three runs; a case that fails all three is a real failure.
 """
@@ -28,7 +28,9 @@ def copy_selftests(kernel) -> str:
     src = kernel.dir / "selftests"
     assert src.is_dir(), f"{src} missing: run `make kernel`"
     return (
-        f"import shutil, subprocess\nd = RUN_DIR / 'selftests'\nshutil.copytree({str(src)!r}, d)\n"
+        "import shutil, subprocess\n"
+        f"shutil.copytree({str(src)!r}, RUN_DIR / 'selftests')\n"
+        "d = RUN_DIR / 'selftests' / 'net' / 'mptcp'\n"
     )
 
 

@@ -429,3 +429,29 @@ def test_stats_and_report_list_stalled_runs_by_name(tmp_path):
     html = report.build(camp, pcap=False).read_text()
     assert "1 not ok (1 stalled)" in html and "Kernel counters (nstat)" in html
     assert "TcpExtOfoPruned" in html and "frozen at 7 bytes" in html
+
+
+def test_memory_diagnosis_names_the_receive_memory_deadlock():
+    from orchestrator.stall import memory_diagnosis
+
+    quiet = {"client": {"delta": {"TcpExt.TCPTimeouts": 3}}, "server": {"delta": {}}}
+    assert memory_diagnosis(quiet, 900, [2817, 3757, 5634]) == ""
+    pruned = {
+        "client": {"delta": {"MPTcpExt.RcvPruned": 2634}},
+        "server": {"delta": {"TcpExt.TCPMemoryPressures": 5}},
+    }
+    words = memory_diagnosis(pruned, 4563, [2817, 3757, 5634])
+    assert "dropped 2634 segments" in words and "pressure began 5 times" in words
+    assert "4563 pages, tcp_mem 2817/3757/5634" in words and "docs/stalls.md" in words
+
+
+def test_guest_tcp_mem_is_a_share_of_the_guest_ram(tmp_path):
+    from orchestrator.agent import guest_tcp_mem
+
+    meminfo = tmp_path / "meminfo"
+    meminfo.write_text("MemTotal:        1015300 kB\nMemFree:          990000 kB\n")
+    low, pressure, high = (int(v) for v in guest_tcp_mem(str(meminfo)).split())
+    pages = 1015300 // 4
+    assert (low, pressure, high) == (pages // 2, pages * 5 // 8, pages * 3 // 4)
+    # the 256 MB guest's own limit (22 MB) was what the deadlocked runs hit
+    assert high * 4096 > 700 * 2**20

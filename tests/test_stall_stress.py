@@ -1,0 +1,73 @@
+"""Stress: many short bulk runs over 3G + WLAN, every scheduler, no stall.
+
+The BLEST paper's setup (``blest-3g-wlan``: 16 MiB socket buffers, the 3G
+path's 3750-packet queue, the D-ITG background) once deadlocked about one
+run in eight: under TCP memory pressure the MPTCP receiver dropped even
+the segment that would fill the hole in its out-of-order queue
+(docs/stalls.md).  The cause was the guest's small TCP memory budget;
+this test runs 24 transfers through the production path (campaign, guest
+agent, watchdog) and asserts that none stalls, and that the runs did reach
+the memory use at which the old 256 MB guests entered memory pressure, so
+a regression of the fix would show here.
+
+With the old budget, 16 MiB transfers stalled in the reproducer
+(``bench/stall_repro.py``) in most runs; a run that stalls now is reported
+by the watchdog as ``stalled`` within its ``stall_timeout``.
+"""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.kernel
+
+SCHEDULERS = ["default", "minrtt", "roundrobin", "redundant", "blest", "ecf"]
+REPS = 4  # 6 schedulers x 4 = 24 runs: a 1-in-8 event shows with p = 1 - (7/8)^24 = 96 %
+
+CAMPAIGN = f"""\
+experiments:
+  stress:
+    extends: blest-3g-wlan
+    description: "stall stress test: short blest-3g-wlan bulk runs, every scheduler"
+    workload: {{type: bulk, bytes: 16MiB, direction: download}}
+    warmup: 0s
+    timeout: 150s
+    repetitions: {REPS}
+    matrix:
+      kernel.scheduler: {SCHEDULERS}
+    variants: []
+"""
+
+# Pressure began at 3757 pages (14.7 MB) of TCP memory in the 256 MB guest
+# (tcp_mem 2817/3757/5634), where the runs deadlocked.
+OLD_PRESSURE_PAGES = 3757
+
+
+def test_no_run_stalls_in_24_short_blest_3g_wlan_transfers(tmp_path):
+    camp = tmp_path / "stress.yaml"
+    camp.write_text(CAMPAIGN)
+    out = tmp_path / "out"
+    p = subprocess.run(
+        [sys.executable, "-m", "orchestrator.cli", "run", str(camp), "--jobs", "2",
+         "--out", str(out)],
+        capture_output=True, text=True, timeout=1500,
+    )  # fmt: skip
+    runs = sorted((out / "stress" / "runs").glob("*/rep-*[0-9]"))
+    assert len(runs) == len(SCHEDULERS) * REPS, p.stdout + p.stderr
+    outcomes, peaks, pruned = {}, [], 0
+    for run in runs:
+        info = json.loads((run / "run.json").read_text())
+        result = json.loads((run / "result.json").read_text())
+        outcomes[f"{run.parent.name}/{run.name}"] = (info["status"], info.get("reason", ""))
+        peaks.append(result["watchdog"]["tcp_mem_peak_pages"])
+        pruned += sum(
+            h.get("delta", {}).get("MPTcpExt.RcvPruned", 0) for h in result["nstat"].values()
+        )
+    bad = {k: v for k, v in outcomes.items() if v[0] != "ok"}
+    assert not bad, bad
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert pruned == 0
+    # the transfers used as much TCP memory as made the old guests deadlock
+    assert max(peaks) > OLD_PRESSURE_PAGES, peaks
