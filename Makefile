@@ -37,7 +37,7 @@ modules:
 	@kernel/build.sh --modules
 
 experiment: venv kernel
-	@if [ -z "$(NAME)" ]; then echo "usage: make experiment NAME=<name>  (see: $(PY) -m orchestrator.cli list)"; exit 2; fi
+	@if [ -z "$(NAME)" ]; then echo "usage: make experiment NAME=<name>  (see: $(PY) -m mptlab.cli list)"; exit 2; fi
 	$(VENV)/bin/mptlab run $(NAME) $(ARGS)
 
 test: venv kernel

@@ -19,9 +19,9 @@ import tempfile
 import textwrap
 from pathlib import Path
 
-from orchestrator.catalog import Catalog
-from orchestrator.paths import find_kernel
-from orchestrator.runner import Campaign
+from mptlab.campaign.kernel import find_kernel
+from mptlab.campaign.runner import Campaign
+from mptlab.spec.catalog import Catalog
 
 from .report import write_section
 

@@ -19,8 +19,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from orchestrator.paths import KernelBuild, find_kernel
-from orchestrator.uml import run_script
+from mptlab.campaign.boot import run_script
+from mptlab.campaign.kernel import KernelBuild, find_kernel
 
 from .report import write_section
 

@@ -11,8 +11,8 @@ with the kernel counters.
    repeating the largest real capture with shifted timestamps and client
    ports (each copy is its own set of connections), checks on the real capture
    that both tools extract identical fields, then times extracting the same
-   fields from the large file: tshark ``-T fields`` against ``analysis.pcap.read``,
-   and the full analysis (``analysis.pcap.analyze``).
+   fields from the large file: tshark ``-T fields`` against ``mptlab.analysis.pcap.read``,
+   and the full analysis (``mptlab.analysis.pcap.analyze``).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis import pcap
-from orchestrator.paths import REPO_ROOT
+from mptlab.analysis import pcap
+from mptlab.campaign.kernel import REPO_ROOT
 
 from .report import write_section
 
@@ -60,7 +60,7 @@ def campaign() -> Path:
         cmd = [
             sys.executable,
             "-m",
-            "orchestrator.cli",
+            "mptlab.cli",
             "run",
             str(CAMPAIGN_FILE),
             "--jobs",
@@ -132,7 +132,7 @@ def tshark_fields(path: Path, out: Path) -> float:
 
 
 def same_fields(path: Path) -> int:
-    """Check that tshark and analysis.pcap extract the same values; returns the packets compared."""
+    """Check that tshark and mptlab.analysis.pcap extract the same values; returns the packets compared."""
     import pandas as pd
 
     csv = WORK / "fields-small.csv"
@@ -200,12 +200,12 @@ def main() -> None:
     pk = pcap.read(big)
     t_read = time.perf_counter() - t
     assert len(pk) == n
-    print(f"analysis.pcap.read: {t_read:.1f} s", flush=True)
+    print(f"mptlab.analysis.pcap.read: {t_read:.1f} s", flush=True)
     t = time.perf_counter()
     res = pcap.analyze({"capture": pk})
     t_analyze = time.perf_counter() - t
     print(
-        f"analysis.pcap.analyze: {t_analyze:.1f} s ({len(res.connections)} connection directions)",
+        f"mptlab.analysis.pcap.analyze: {t_analyze:.1f} s ({len(res.connections)} connection directions)",
         flush=True,
     )
     size = big.stat().st_size
@@ -215,7 +215,7 @@ def main() -> None:
         f"Input: the client's captures of `{biggest[1][0].parent.parent.relative_to(camp.parent)}` "
         f"merged ({', '.join(f.name for f in biggest[1])}; a real transfer, snaplen 128), repeated to {size / 1e9:.2f} GB, {n:,} packets "
         "(timestamps and client ports shifted per copy, so each copy is its own connections).",
-        f"Field check on the real capture: tshark and `analysis.pcap.read` give identical addresses, ports, "
+        f"Field check on the real capture: tshark and `mptlab.analysis.pcap.read` give identical addresses, ports, "
         f"raw TCP sequence/ACK numbers, payload lengths, timestamps, MPTCP DSNs and data ACKs for all {compared} packets.",
         "",
         "| step | seconds | packets/s | vs tshark |",
@@ -223,9 +223,9 @@ def main() -> None:
         f"| tshark -T fields ({len(TSHARK_FIELDS)} fields incl. MPTCP DSN, SSN, data-level length, data ACK; "
         "its TCP/MPTCP analysis off) "
         f"| {t_tshark:.1f} | {n / t_tshark:,.0f} | 1x |",
-        f"| `analysis.pcap.read` (same fields, numpy arrays) | {t_read:.1f} | {n / t_read:,.0f} | "
+        f"| `mptlab.analysis.pcap.read` (same fields, numpy arrays) | {t_read:.1f} | {n / t_read:,.0f} | "
         f"**{t_tshark / t_read:.1f}x faster** |",
-        f"| `analysis.pcap.analyze` (subflows, retransmissions, reinjections, OFO/HOL reconstruction) "
+        f"| `mptlab.analysis.pcap.analyze` (subflows, retransmissions, reinjections, OFO/HOL reconstruction) "
         f"| {t_analyze:.1f} | {n / t_analyze:,.0f} | |",
         f"| read + analyze | {t_read + t_analyze:.1f} | {n / (t_read + t_analyze):,.0f} | "
         f"{t_tshark / (t_read + t_analyze):.1f}x faster |",

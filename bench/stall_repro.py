@@ -14,7 +14,7 @@ frozen for 10 s with data outstanding.  Prints one line per run and writes
 everything to ``--out`` (default ``results/stall-repro``).
 
 ``--tcp-mem mptlab`` (the default) sets ``tcp_mem`` as the guest agent does
-(``orchestrator.agent.guest_tcp_mem``), ``auto`` leaves Linux's own limit
+(``mptlab.guest.agent.guest_tcp_mem``), ``auto`` leaves Linux's own limit
 (about 9 % of the guest's RAM), three numbers set it; ``--mem-mb`` is the
 guest's RAM (mptlab's default: 1024).  ``--scheduler default`` loads no
 module, so the reproducer also runs on an unpatched kernel
@@ -30,21 +30,21 @@ import textwrap
 import time
 from pathlib import Path
 
-from orchestrator.paths import REPO_ROOT, find_kernel
-from orchestrator.uml import run_script
+from mptlab.campaign.boot import run_script
+from mptlab.campaign.kernel import REPO_ROOT, find_kernel
 
 GUEST = r'''
 import json, subprocess, threading, time, sys
 sys.path.insert(0, REPO)
-from orchestrator import kmod
-from orchestrator.netlab import Net, Queue, Shape
-from orchestrator.netlab import in_netns
-from orchestrator.sampler import MPTCP_COLUMNS, Diag, mptcp_rows
+from mptlab.guest import modules
+from mptlab.guest.netlab import Net, Queue, Shape
+from mptlab.guest.netlab import in_netns
+from mptlab.guest.sampler import MPTCP_COLUMNS, Diag, mptcp_rows
 
 if SCHED != "default":
-    kmod.load_schedulers(MODULES_DIR)
+    modules.load_schedulers(MODULES_DIR)
 if TCP_MEM == "mptlab":
-    from orchestrator.agent import guest_tcp_mem
+    from mptlab.guest.agent import guest_tcp_mem
     TCP_MEM = guest_tcp_mem()
 if TCP_MEM:
     subprocess.run(["sysctl", "-qw", f"net.ipv4.tcp_mem={TCP_MEM}"], check=True)

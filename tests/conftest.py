@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.paths import KernelNotBuilt, find_kernel
-from orchestrator.uml import run_script
+from mptlab.campaign.boot import run_script
+from mptlab.campaign.kernel import KernelNotBuilt, find_kernel
 
 REPO = Path(__file__).resolve().parent.parent
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis import compare
+from mptlab.analysis import compare
 
 DATA = Path(__file__).parent / "data" / "analysis" / "results"
-MPTLAB = [sys.executable, "-m", "orchestrator.cli"]
+MPTLAB = [sys.executable, "-m", "mptlab.cli"]
 
 
 def rules_file(tmp_path, text: str) -> Path:

@@ -1,11 +1,11 @@
-"""analysis.figures: every figure is written as PNG and PDF and shows n."""
+"""mptlab.analysis.figures: every figure is written as PNG and PDF and shows n."""
 
 import numpy as np
 import pandas as pd
 import pytest
 from matplotlib import image
 
-from analysis import figures
+from mptlab.analysis import figures
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis import ingest
+from mptlab.analysis import ingest
 
 DATA = Path(__file__).parent / "data" / "analysis" / "results"
 
@@ -185,7 +185,7 @@ def test_duckdb_query_over_the_tables(results):
 
 def test_mptlab_query_command(results):
     p = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "query", "-d", str(results), "--no-pcap", "--format", "csv",
+        [sys.executable, "-m", "mptlab.cli", "query", "-d", str(results), "--no-pcap", "--format", "csv",
          "SELECT run_id, status FROM runs WHERE status <> 'ok' ORDER BY run_id"],
         capture_output=True, text=True,
     )  # fmt: skip
@@ -193,7 +193,7 @@ def test_mptlab_query_command(results):
     lines = p.stdout.strip().splitlines()
     assert lines[0] == "run_id,status" and len(lines) == 3
     assert all("fixture-fail" in line for line in lines[1:])
-    bad = subprocess.run([sys.executable, "-m", "orchestrator.cli", "query", "-d", str(results),
+    bad = subprocess.run([sys.executable, "-m", "mptlab.cli", "query", "-d", str(results),
                           "SELECT nope FROM runs"], capture_output=True, text=True)  # fmt: skip
     assert bad.returncode == 2 and "nope" in bad.stderr
 
@@ -201,7 +201,7 @@ def test_mptlab_query_command(results):
 def test_missing_dir_is_a_clear_error(tmp_path):
     with pytest.raises(ingest.IngestError, match="no such directory"):
         ingest.ingest(tmp_path / "nope")
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "ingest", str(tmp_path / "nope")],
+    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "ingest", str(tmp_path / "nope")],
                        capture_output=True, text=True)  # fmt: skip
     assert p.returncode == 2 and "no such directory" in p.stderr
 
@@ -209,7 +209,7 @@ def test_missing_dir_is_a_clear_error(tmp_path):
 def test_ofo_changes_become_10ms_bins_with_end_value_and_peak():
     import pandas as pd
 
-    from analysis.ingest import ofo_bins
+    from mptlab.analysis.ingest import ofo_bins
 
     events = pd.DataFrame(
         {

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from test_analysis_pcap import assert_agreement
 
-from analysis import ingest, pcap
+from mptlab.analysis import ingest, pcap
 
 pytestmark = pytest.mark.kernel
 
@@ -18,7 +18,7 @@ CAMPAIGN = Path(__file__).parent / "data" / "analysis" / "pcap-campaign.yaml"
 @pytest.fixture(scope="module")
 def campaign(tmp_path_factory):
     out = tmp_path_factory.mktemp("pcap")
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(CAMPAIGN), "--jobs", "2",
+    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "run", str(CAMPAIGN), "--jobs", "2",
                         "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=900)  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
     return out / "pcap-check"
@@ -49,7 +49,7 @@ def test_nightly_makes_a_baseline_then_compares_and_keeps_a_history(tmp_path):
     import json
 
     root = tmp_path / "nightly"
-    cmd = [sys.executable, "-m", "orchestrator.cli", "nightly", "pcap-check", "--file", str(CAMPAIGN),
+    cmd = [sys.executable, "-m", "mptlab.cli", "nightly", "pcap-check", "--file", str(CAMPAIGN),
            "--root", str(root), "--jobs", "2"]  # fmt: skip
     first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
     assert first.returncode == 0, first.stdout + first.stderr

@@ -1,4 +1,4 @@
-"""analysis.pcap: decoding of hand-built captures (pcap, pcapng, DSS variants),
+"""mptlab.analysis.pcap: decoding of hand-built captures (pcap, pcapng, DSS variants),
 the metrics on hand-built MPTCP exchanges, and a real capture (a 1 MiB
 transfer on the mptlab kernel, tests/data/analysis/results/pcap-small) checked
 against the kernel's counters."""
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis import pcap
+from mptlab.analysis import pcap
 
 DATA = Path(__file__).parent / "data" / "analysis" / "results"
 PCAP_RUN = DATA / "pcap-small" / "runs" / "scheduler=blest" / "rep-000"

@@ -26,7 +26,7 @@ def report(tmp_path_factory):
     results = tmp_path_factory.mktemp("r") / "results"
     shutil.copytree(DATA, results)
     out = results / "report.html"
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "report", str(results), "--out", str(out),
+    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "report", str(results), "--out", str(out),
                         "--metric", "goodput_mbps"], capture_output=True, text=True)  # fmt: skip
     assert p.returncode == 0, p.stderr
     return out

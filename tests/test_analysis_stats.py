@@ -1,4 +1,4 @@
-"""analysis.stats against values computed by hand."""
+"""mptlab.analysis.stats against values computed by hand."""
 
 import math
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from analysis import stats
+from mptlab.analysis import stats
 
 
 def test_describe_matches_hand_computed_moments():

@@ -13,7 +13,7 @@ import pytest
 
 pytestmark = pytest.mark.kernel
 
-MPTLAB = [sys.executable, "-m", "orchestrator.cli"]
+MPTLAB = [sys.executable, "-m", "mptlab.cli"]
 
 CAMPAIGN = """\
 experiments:

@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from orchestrator.catalog import Catalog, known_schedulers
-from orchestrator.yamlsrc import SpecError
+from mptlab.spec.catalog import Catalog, known_schedulers
+from mptlab.spec.yamlsrc import SpecError
 
 
 def campaign(tmp_path, text: str):

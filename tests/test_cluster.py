@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from orchestrator.catalog import Catalog
-from orchestrator.cluster import ClusterError
-from orchestrator.paths import KernelBuild, find_kernel
-from orchestrator.runner import Campaign
+from mptlab.campaign.cluster import ClusterError
+from mptlab.campaign.kernel import KernelBuild, find_kernel
+from mptlab.campaign.runner import Campaign
+from mptlab.spec.catalog import Catalog
 
 distributed = pytest.importorskip("distributed")
 
@@ -66,7 +66,7 @@ def test_a_worker_with_another_kernel_build_refuses_the_runs(tmp_path, cluster):
 
 
 def test_an_unreachable_scheduler_is_a_clear_error(tmp_path, monkeypatch):
-    monkeypatch.setattr("orchestrator.cluster.CONNECT_TIMEOUT_S", 2)
+    monkeypatch.setattr("mptlab.campaign.cluster.CONNECT_TIMEOUT_S", 2)
     campaign = Campaign(tmp_path / "out", runs(tmp_path), KernelBuild(tmp_path, tmp_path),
                         cluster="tcp://127.0.0.1:1")  # fmt: skip
     with pytest.raises(ClusterError, match="cannot reach the Dask scheduler at tcp://127.0.0.1:1"):

@@ -5,7 +5,7 @@ import subprocess
 
 import pytest
 
-from orchestrator.uml import run_script
+from mptlab.campaign.boot import run_script
 
 pytestmark = pytest.mark.kernel
 

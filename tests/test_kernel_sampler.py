@@ -12,9 +12,9 @@ def test_sampler_sees_subflows_and_the_ofo_queue(guest):
     r = guest(
         """
         import subprocess, sys, time
-        from orchestrator import kmod
-        from orchestrator.netlab import Net, Queue, Shape
-        kmod.load_schedulers(MODULES_DIR)
+        from mptlab.guest import modules
+        from mptlab.guest.netlab import Net, Queue, Shape
+        modules.load_schedulers(MODULES_DIR)
         net = Net()
         cli, srv = net.add_host("cli"), net.add_host("srv")
         net.add_link(cli, srv, "10.0.0.1/24", "10.0.0.2/24", Shape(rate_mbit=20, delay_ms=5, queue=Queue(packets=100)))
@@ -27,7 +27,7 @@ def test_sampler_sees_subflows_and_the_ofo_queue(guest):
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)
         prefix = str(RUN_DIR / "cli")
-        sampler = net.popen(cli, [sys.executable, "-m", "orchestrator.sampler", prefix,
+        sampler = net.popen(cli, [sys.executable, "-m", "mptlab.guest.sampler", prefix,
                                   "--ss", "0.1", "--mptcp", "0.01"])
         net.run(cli, "mptcpize", "run", "iperf3", "-c", "10.0.0.2", "-R", "-t", "3")
         sampler.terminate(); sampler.wait(timeout=10); server.wait(timeout=10)

@@ -14,23 +14,23 @@ def test_version_and_scheduler_registry(guest, kernel):
     r = guest(
         """
         import errno, os
-        from orchestrator import kmod
+        from mptlab.guest import modules
         RESULT["release"] = os.uname().release
-        RESULT["before"] = kmod.available_schedulers()
-        RESULT["loaded"] = kmod.load_schedulers(MODULES_DIR)
-        RESULT["after"] = kmod.available_schedulers()
-        RESULT["initial"] = kmod.current_scheduler()
+        RESULT["before"] = modules.available_schedulers()
+        RESULT["loaded"] = modules.load_schedulers(MODULES_DIR)
+        RESULT["after"] = modules.available_schedulers()
+        RESULT["initial"] = modules.current_scheduler()
         RESULT["switched"] = {}
         for name in RESULT["after"]:
-            kmod.set_scheduler(name)
-            RESULT["switched"][name] = kmod.current_scheduler()
-        kmod.set_scheduler("blest")
+            modules.set_scheduler(name)
+            RESULT["switched"][name] = modules.current_scheduler()
+        modules.set_scheduler("blest")
         try:
-            kmod.set_scheduler("no-such-scheduler")
+            modules.set_scheduler("no-such-scheduler")
             RESULT["unknown_errno"] = 0
         except OSError as exc:
             RESULT["unknown_errno"] = exc.errno
-        RESULT["after_unknown"] = kmod.current_scheduler()
+        RESULT["after_unknown"] = modules.current_scheduler()
         # a new network namespace starts with the default scheduler
         import subprocess
         subprocess.run(["ip", "netns", "add", "fresh"], check=True)
@@ -53,9 +53,9 @@ def test_rmmod_of_scheduler_in_use_is_refused(guest):
     r = guest(
         """
         import socket, threading, time
-        from orchestrator import kmod
-        kmod.load_schedulers(MODULES_DIR)
-        kmod.set_scheduler("blest")
+        from mptlab.guest import modules
+        modules.load_schedulers(MODULES_DIR)
+        modules.set_scheduler("blest")
 
         def connection():
             srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_MPTCP)
@@ -66,8 +66,8 @@ def test_rmmod_of_scheduler_in_use_is_refused(guest):
             return srv, cli, peer
 
         srv, cli, peer = connection()
-        kmod.set_scheduler("default")       # the sysctl no longer holds blest ...
-        busy = kmod.rmmod("mptcp_blest")    # ... but the open sockets do
+        modules.set_scheduler("default")       # the sysctl no longer holds blest ...
+        busy = modules.rmmod("mptcp_blest")    # ... but the open sockets do
         RESULT["busy_rc"] = busy.returncode
         RESULT["busy_err"] = busy.stderr
         cli.sendall(b"x" * 100000)          # the connection still works
@@ -78,9 +78,9 @@ def test_rmmod_of_scheduler_in_use_is_refused(guest):
         for s in (cli, peer, srv):
             s.close()
         time.sleep(0.5)
-        free = kmod.rmmod("mptcp_blest")
+        free = modules.rmmod("mptcp_blest")
         RESULT["free_rc"] = free.returncode
-        RESULT["after"] = kmod.available_schedulers()
+        RESULT["after"] = modules.available_schedulers()
         srv, cli, peer = connection()       # and the system stays up
         cli.sendall(b"ok"); RESULT["echo"] = peer.recv(2).decode()
         """

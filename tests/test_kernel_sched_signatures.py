@@ -14,8 +14,8 @@ pytestmark = pytest.mark.kernel
 
 TRANSFER = """
 import subprocess, time
-from orchestrator import kmod, ktrace
-from orchestrator.netlab import Net, Queue, Shape
+from mptlab.guest import modules, tracepoints
+from mptlab.guest.netlab import Net, Queue, Shape
 
 PROFILES = {
     "wlan": Shape(rate_mbit=25, delay_ms=12.5, queue=Queue(packets=100)),
@@ -34,7 +34,7 @@ def transfer(scheduler, paths, nbytes):
     net.mptcp_limits(cli)
     net.mptcp_limits(srv)
     net.run(cli, "sysctl", "-qw", f"net.mptcp.scheduler={scheduler}")
-    ktrace.enable()
+    tracepoints.enable()
     server = net.popen(srv, ["mptcpize", "run", "iperf3", "-s", "-1"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(0.5)
@@ -48,8 +48,8 @@ def transfer(scheduler, paths, nbytes):
         time.sleep(0.1)
     else:
         raise RuntimeError("connections still open 60 s after the transfer")
-    records = ktrace.read()
-    subflows = ktrace.sender_subflows(records)
+    records = tracepoints.read()
+    subflows = tracepoints.sender_subflows(records)
     conn = [r for r in records if r["event"] == "mptcp_conn_stats"
             and r["token"] == subflows[0]["token"]]
     by_path = {"acked": conn[0]["bytes_acked"]}
@@ -60,7 +60,7 @@ def transfer(scheduler, paths, nbytes):
     net.destroy()
     return by_path
 
-kmod.load_schedulers(MODULES_DIR)
+modules.load_schedulers(MODULES_DIR)
 """
 
 MB = 1 << 20

@@ -1,4 +1,4 @@
-from orchestrator import ktrace
+from mptlab.guest import tracepoints
 
 SAMPLE = """# tracer: nop
 #
@@ -10,14 +10,14 @@ SAMPLE = """# tracer: nop
 
 
 def test_parse_and_pick_the_sending_connection():
-    records = ktrace.parse(SAMPLE)
+    records = tracepoints.parse(SAMPLE)
     assert len(records) == 4
     assert records[0]["event"] == "mptcp_conn_stats"
     assert records[0]["scheduler"] == "redundant" and records[0]["bytes_acked"] == 6000000
     assert records[3]["ts"] == 14.83
-    subflows = ktrace.sender_subflows(records)
+    subflows = tracepoints.sender_subflows(records)
     assert [s["saddr"] for s in subflows] == ["10.0.0.1", "10.1.0.1"]
-    assert ktrace.sender_subflows(records, token="d95a4d7d")[0]["bytes_sent"] == 446
+    assert tracepoints.sender_subflows(records, token="d95a4d7d")[0]["bytes_sent"] == 446
 
 
 def test_ofo_changes_are_split_off_with_wall_clock_times():
@@ -26,6 +26,6 @@ def test_ofo_changes_are_split_off_with_wall_clock_times():
         "  iperf3-57 [000] .....   101.000000: mptcp_conn_stats: token=0badf00d scheduler=default bytes_sent=1",
         "",
     ]  # fmt: skip
-    rows, other = ktrace.split_ofo(lines, offset=1_700_000_000.0)
+    rows, other = tracepoints.split_ofo(lines, offset=1_700_000_000.0)
     assert rows == ["1700000100.250000,0badf00d,2840,2\n"]
     assert other == [lines[1] + "\n"]

@@ -15,10 +15,10 @@ pytestmark = pytest.mark.kernel
 
 BUILD = """
 import json, subprocess
-from orchestrator.catalog import Catalog
-from orchestrator.spec import ProfileSpec
-from orchestrator.topology import build, plan
-from orchestrator.netlab import Net
+from mptlab.spec.catalog import Catalog
+from mptlab.spec.models import ProfileSpec
+from mptlab.spec.plan import build, plan
+from mptlab.guest.netlab import Net
 
 cat = Catalog.load()
 profiles = dict(cat.profiles)
@@ -106,7 +106,7 @@ def test_a_rate_drop_at_a_given_time_changes_the_goodput(tmp_path):
         "      - {at: 4s, link: path1, set: {rate: 4mbit}}\n"
     )
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "run", str(camp), "--out", str(out)],
+    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "run", str(camp), "--out", str(out)],
                        capture_output=True, text=True)  # fmt: skip
     assert p.returncode == 0, p.stdout + p.stderr
     result = json.loads((out / "drop" / "runs" / "base" / "rep-000" / "result.json").read_text())

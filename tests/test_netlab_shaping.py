@@ -3,7 +3,7 @@ by the link-fidelity tests that boot the kernel)."""
 
 import pytest
 
-from orchestrator.netlab import NETEM_LIMIT, GilbertElliott, Queue, Shape, shape_commands
+from mptlab.guest.netlab import NETEM_LIMIT, GilbertElliott, Queue, Shape, shape_commands
 
 
 def joined(cmds):

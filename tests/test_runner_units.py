@@ -1,7 +1,7 @@
 """Runner bookkeeping that needs no guest (the runner itself is tested end
 to end in test_campaign_e2e.py)."""
 
-from orchestrator.runner import STARVED_WAIT_SHARE, CampaignReport, Outcome
+from mptlab.campaign.runner import STARVED_WAIT_SHARE, CampaignReport, Outcome
 
 
 def test_runs_whose_guest_waited_for_cpu_are_flagged_but_not_failed():
@@ -20,7 +20,7 @@ def test_runs_whose_guest_waited_for_cpu_are_flagged_but_not_failed():
 def test_slots_shrink_for_the_holders_to_come_once_per_overlap_never_below_one():
     import threading
 
-    from orchestrator.runner import Slots
+    from mptlab.campaign.runner import Slots
 
     slots = Slots(3)
     assert slots.__enter__() == 3 and slots.__enter__() == 3  # two runs started at limit 3
@@ -45,9 +45,9 @@ def test_slots_shrink_for_the_holders_to_come_once_per_overlap_never_below_one()
 def test_retry_starved_sets_the_starved_run_aside_and_keeps_the_others(tmp_path):
     import json
 
-    from orchestrator.catalog import Catalog
-    from orchestrator.paths import KernelBuild
-    from orchestrator.runner import Campaign
+    from mptlab.campaign.kernel import KernelBuild
+    from mptlab.campaign.runner import Campaign
+    from mptlab.spec.catalog import Catalog
 
     camp = tmp_path / "c.yaml"
     camp.write_text(

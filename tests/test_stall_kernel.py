@@ -13,8 +13,8 @@ import textwrap
 
 import pytest
 
-from orchestrator.catalog import Catalog
-from orchestrator.runner import Campaign
+from mptlab.campaign.runner import Campaign
+from mptlab.spec.catalog import Catalog
 
 pytestmark = pytest.mark.kernel
 

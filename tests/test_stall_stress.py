@@ -50,7 +50,7 @@ def test_no_run_stalls_in_24_short_blest_3g_wlan_transfers(tmp_path):
     camp.write_text(CAMPAIGN)
     out = tmp_path / "out"
     p = subprocess.run(
-        [sys.executable, "-m", "orchestrator.cli", "run", str(camp), "--jobs", "2",
+        [sys.executable, "-m", "mptlab.cli", "run", str(camp), "--jobs", "2",
          "--out", str(out)],
         capture_output=True, text=True, timeout=1500,
     )  # fmt: skip

@@ -16,13 +16,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from orchestrator import nstat, stall
-from orchestrator import status as st
-from orchestrator.catalog import Catalog
-from orchestrator.topology import NetPlan
-from orchestrator.yamlsrc import SpecError
-from traffic import bulk, cbr, web
-from traffic._common import WorkloadError
+from mptlab import status as st
+from mptlab.guest import nstat, stall
+from mptlab.spec.catalog import Catalog
+from mptlab.spec.plan import NetPlan
+from mptlab.spec.yamlsrc import SpecError
+from mptlab.workloads import bulk, cbr, web
+from mptlab.workloads.helpers.common import WorkloadError
 
 # ------------------------------------------------------------------ nstat
 NETSTAT = """\
@@ -268,7 +268,7 @@ def test_other_tools_output_errors_are_words_too():
 
 
 def test_the_agent_names_a_lookup_bug_with_its_place():
-    from orchestrator.agent import error_text
+    from mptlab.guest.agent import error_text
 
     try:
         {}["sum_received"]
@@ -280,7 +280,7 @@ def test_the_agent_names_a_lookup_bug_with_its_place():
 
 # ------------------------------------------------------ stopping a workload
 def test_a_fired_watchdog_stops_the_workload_processes_and_its_run_returns(tmp_path):
-    from orchestrator import agent
+    from mptlab.guest import agent
 
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     tracer = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
@@ -309,7 +309,7 @@ def test_a_fired_watchdog_stops_the_workload_processes_and_its_run_returns(tmp_p
 
 
 def test_a_workload_that_never_returns_is_left_behind_after_the_grace(monkeypatch):
-    from orchestrator import agent
+    from mptlab.guest import agent
 
     monkeypatch.setattr(agent, "STOP_GRACE_S", 0.3)
     ctx = SimpleNamespace(client="c", server="s", procs=[], log=lambda m: None)
@@ -343,8 +343,8 @@ def test_result_status_maps_to_the_run_outcome():
 
 
 def test_stalled_runs_are_not_ok_counted_by_name_and_retried_with_retry_failed(tmp_path):
-    from orchestrator.paths import KernelBuild
-    from orchestrator.runner import Campaign, CampaignReport, Outcome
+    from mptlab.campaign.kernel import KernelBuild
+    from mptlab.campaign.runner import Campaign, CampaignReport, Outcome
 
     rep = CampaignReport([Outcome("a/rep-000", "ok"), Outcome("a/rep-001", "stalled", "frozen"),
                           Outcome("a/rep-002", "failed", "iperf3: ...")])  # fmt: skip
@@ -395,7 +395,7 @@ def stalled_campaign(tmp_path) -> Path:
 
 
 def test_ingest_keeps_stalled_runs_and_the_nstat_counters_in_long_form(tmp_path):
-    from analysis import ingest, stats
+    from mptlab.analysis import ingest, stats
 
     camp = stalled_campaign(tmp_path)
     assert ingest.ingest(camp, pcap=False).errors == []
@@ -416,10 +416,10 @@ def test_ingest_keeps_stalled_runs_and_the_nstat_counters_in_long_form(tmp_path)
 
 
 def test_stats_and_report_list_stalled_runs_by_name(tmp_path):
-    from analysis import report
+    from mptlab.analysis import report
 
     camp = stalled_campaign(tmp_path)
-    p = subprocess.run([sys.executable, "-m", "orchestrator.cli", "stats", str(camp), "--no-pcap",
+    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "stats", str(camp), "--no-pcap",
                         "--metric", "goodput_mbps"], capture_output=True, text=True)  # fmt: skip
     assert p.returncode == 0, p.stderr
     assert "not ok: 1 stalled" in p.stdout
@@ -432,7 +432,7 @@ def test_stats_and_report_list_stalled_runs_by_name(tmp_path):
 
 
 def test_memory_diagnosis_names_the_receive_memory_deadlock():
-    from orchestrator.stall import memory_diagnosis
+    from mptlab.guest.stall import memory_diagnosis
 
     quiet = {"client": {"delta": {"TcpExt.TCPTimeouts": 3}}, "server": {"delta": {}}}
     assert memory_diagnosis(quiet, 900, [2817, 3757, 5634]) == ""
@@ -446,7 +446,7 @@ def test_memory_diagnosis_names_the_receive_memory_deadlock():
 
 
 def test_guest_tcp_mem_is_a_share_of_the_guest_ram(tmp_path):
-    from orchestrator.agent import guest_tcp_mem
+    from mptlab.guest.agent import guest_tcp_mem
 
     meminfo = tmp_path / "meminfo"
     meminfo.write_text("MemTotal:        1015300 kB\nMemFree:          990000 kB\n")

@@ -1,7 +1,7 @@
 """Addressing and routing plans (pure); the built network is tested in the guest."""
 
-from orchestrator.catalog import Catalog
-from orchestrator.topology import plan
+from mptlab.spec.catalog import Catalog
+from mptlab.spec.plan import plan
 
 
 def two_path_plan():

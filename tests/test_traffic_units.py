@@ -11,9 +11,10 @@ import statistics
 import pytest
 from pydantic import ValidationError
 
-from orchestrator.catalog import Catalog
-from orchestrator.yamlsrc import SpecError
-from traffic import background, blocks, cbr, dash, dash_player, live, media, pages, web
+from mptlab.spec.catalog import Catalog
+from mptlab.spec.yamlsrc import SpecError
+from mptlab.workloads import background, blocks, cbr, dash, live, web
+from mptlab.workloads.helpers import dash_player, media, pages
 
 
 # ------------------------------------------------------------ parameters

@@ -1,0 +1,329 @@
+"""``mptlab`` subcommands of the analysis package.
+
+mptlab ingest DIR [--force] [--no-pcap]           run dirs -> DIR/analysis/*.parquet
+mptlab query SQL [-d DIR] [--csv]                  DuckDB SQL over the tables
+mptlab stats DIR [--metric M] [--reference V]      n, mean, median, sd, CI; differences; reps
+mptlab report DIR [--out FILE]                     self-contained HTML report
+mptlab compare BASELINE CURRENT [--rules F]        regression check (exit 1 on failure)
+mptlab pcap FILE... [--client ADDR ...]            MPTCP metrics from packet captures
+mptlab nightly NAME [run options] | --accept [S]   run, compare with the baseline, record
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+
+from mptlab.campaign.kernel import REPO_ROOT
+from mptlab.spec.yamlsrc import SpecError
+
+
+def _dir(path: str) -> Path:
+    p = Path(path)
+    if not p.is_dir():
+        raise SpecError(f"{path}: no such directory (expected a campaign dir or a results dir)")
+    return p
+
+
+def _print_df(df, fmt: str = "table") -> None:
+    import pandas as pd
+
+    if fmt == "csv":
+        df.to_csv(sys.stdout, index=False)
+    elif fmt == "json":
+        print(df.to_json(orient="records", indent=1))
+    else:
+        with pd.option_context("display.max_rows", 500, "display.max_columns", 60, "display.width", 200,
+                               "display.max_colwidth", 60):  # fmt: skip
+            print(df.to_string(index=False) if len(df) else "(no rows)")
+
+
+def cmd_ingest(args) -> int:
+    from . import ingest
+
+    root = _dir(args.dir)
+
+    def progress(i, n):
+        if sys.stderr.isatty():
+            print(f"\ringest: {i}/{n}", end="", file=sys.stderr, flush=True)
+
+    rep = ingest.ingest(root, pcap=not args.no_pcap, force=args.force, progress=progress)
+    if sys.stderr.isatty() and rep.read:
+        print(file=sys.stderr)
+    print(f"{rep.store}: {rep.runs} run dirs; read {rep.read}, unchanged {rep.unchanged}, "
+          f"removed {rep.removed} ({rep.seconds:.1f} s)")  # fmt: skip
+    for e in rep.errors:
+        print(f"  error: {e}", file=sys.stderr)
+    return 1 if rep.errors else 0
+
+
+def cmd_query(args) -> int:
+    import duckdb
+
+    from . import ingest
+
+    root = _dir(args.dir)
+    if not args.no_ingest:
+        rep = ingest.ingest(root, pcap=not args.no_pcap)
+        for e in rep.errors:
+            print(f"ingest error: {e}", file=sys.stderr)
+    con = ingest.connect(root)
+    if args.tables:
+        for t in ingest.TABLES:
+            cols = con.execute(f"DESCRIBE {t}").fetchall()
+            n = con.execute(f"SELECT count(*) FROM {t}").fetchone()[0]
+            print(f"{t} ({n} rows): " + ", ".join(f"{c[0]} {c[1]}" for c in cols))
+        return 0
+    if not args.sql:
+        raise SpecError(
+            "mptlab query: give a SQL statement (or --tables); tables: " + ", ".join(ingest.TABLES)
+        )
+    try:
+        df = con.execute(args.sql).df()
+    except duckdb.Error as exc:
+        print(f"mptlab query: {exc}", file=sys.stderr)
+        return 2
+    _print_df(df, args.format)
+    return 0
+
+
+def cmd_stats(args) -> int:
+    import pandas as pd
+
+    from . import ingest, stats
+
+    root = _dir(args.dir)
+    if not args.no_ingest:
+        ingest.ingest(root, pcap=not args.no_pcap)
+    runs = stats.qualify_variants(ingest.load_runs(root))
+    if not len(runs):
+        raise SpecError(f"{root}: no runs")
+    if args.by not in runs:
+        raise SpecError(f"--by {args.by}: not a column of the runs table; e.g. variant, scheduler")
+    ok = stats.ok_runs(runs)
+    metrics = args.metric or stats.metric_columns(ok)
+    bad = [m for m in metrics if m not in runs]
+    if bad:
+        raise SpecError(f"--metric {', '.join(bad)}: not in the runs table; metrics: "
+                        f"{', '.join(stats.metric_columns(ok))}")  # fmt: skip
+    from mptlab.status import breakdown
+
+    not_ok_runs = runs[runs["status"] != "ok"]
+    not_ok = f", not ok: {breakdown(not_ok_runs['status'])}" if len(not_ok_runs) else ""
+    print(
+        f"{root}: {len(runs)} runs, {len(ok)} ok{not_ok} (statistics over ok runs; n per group below)"
+    )
+    for _, r in not_ok_runs.iterrows():  # never silently left out: each by name, with its reason
+        reason = str(r.get("reason") or r.get("result_error") or "")
+        print(f"  {r['status']}: {r['run_id']}: {reason[:300]}")
+    summ = stats.summarize(runs, metrics, by=args.by, seed=args.seed)
+    _print_df(summ.drop(columns=["conf"]), args.format)
+    if args.reference is not None:
+        groups = list(dict.fromkeys(ok[args.by]))
+        if args.reference not in groups:
+            raise SpecError(f"--reference {args.reference}: not a {args.by} with ok runs; allowed: "
+                            f"{', '.join(map(str, groups))}")  # fmt: skip
+        print(f"\nagainst {args.reference} (relative difference of means, 95 % bootstrap CI, "
+              "two-sided Mann-Whitney U):")  # fmt: skip
+        pw = pd.concat([stats.pairwise(runs, m, args.reference, by=args.by, seed=args.seed) for m in metrics],
+                       ignore_index=True)  # fmt: skip
+        _print_df(pw.drop(columns=["conf"], errors="ignore"), args.format)
+    if args.effect:
+        print(
+            f"\nrepetitions per {args.by} for a {args.effect:.1%} change (alpha {args.alpha}, power {args.power}):"
+        )
+        rows = []
+        for m in metrics:
+            for g, sub in ok.groupby(args.by, sort=False):
+                v = pd.to_numeric(sub[m], errors="coerce").dropna()
+                if len(v) < 2 or v.mean() == 0 or v.std(ddof=1) == 0:
+                    rows.append({"metric": m, args.by: g, "n": len(v), "cv": math.nan, "n_t_test": None,
+                                 "n_mann_whitney": None})  # fmt: skip
+                    continue
+                cv = float(v.std(ddof=1) / abs(v.mean()))
+                r = stats.reps_needed(args.effect, cv, alpha=args.alpha, power=args.power)
+                rows.append({"metric": m, args.by: g, "n": len(v), "cv": cv, "n_t_test": r["n_t_test"],
+                             "n_mann_whitney": r["n_mann_whitney"]})  # fmt: skip
+        _print_df(pd.DataFrame(rows), args.format)
+    return 0
+
+
+def cmd_report(args) -> int:
+    from . import report
+
+    root = _dir(args.dir)
+    try:
+        out = report.build(root, out=Path(args.out) if args.out else None, metrics=args.metric,
+                           reference=args.reference, by=args.by, pcap=not args.no_pcap)  # fmt: skip
+    except ValueError as exc:
+        raise SpecError(str(exc)) from None
+    print(out)
+    return 0
+
+
+def cmd_compare(args) -> int:
+    from . import compare
+
+    rules_path = Path(args.rules) if args.rules else REPO_ROOT / "compare-rules.yaml"
+    rules = compare.load_rules(rules_path)
+    res = compare.compare(_dir(args.baseline), _dir(args.current), rules, strict=args.strict,
+                          pcap=not args.no_pcap)  # fmt: skip
+    print(f"baseline {args.baseline}\ncurrent  {args.current}\nrules    {rules_path}\n")
+    print(compare.render(res))
+    return 0 if res.ok else 1
+
+
+def cmd_pcap(args) -> int:
+    from . import pcap
+
+    captures: dict[str, list] = {}
+    for f in args.files:
+        host = Path(f).name.split(".")[0].rsplit("-", 1)[0] if args.by_name else "capture"
+        try:
+            captures.setdefault(host, []).append(pcap.read(f))
+        except pcap.PcapError as exc:
+            raise SpecError(str(exc)) from None
+    res = pcap.analyze(captures, args.client or [], args.server or [])
+    print(f"{res.packets} packets ({res.skipped} not IPv4/TCP)")
+    print("\nsubflows:")
+    _print_df(res.subflows.drop(columns=["first_ts", "last_ts"]), args.format)
+    print("\nconnections:")
+    _print_df(res.connections, args.format)
+    if args.ofo_csv:
+        res.ofo.to_csv(args.ofo_csv, index=False)
+        print(f"\nOFO time series -> {args.ofo_csv}")
+    return 0
+
+
+def cmd_nightly(args) -> int:
+    from .. import nightly
+
+    root = Path(args.root) if args.root else nightly.default_root()
+    if args.accept is not None:
+        camp = nightly.accept(root, args.accept or None)
+        print(f"nightly: baseline is now {camp}")
+        return 0
+    if not args.name:
+        raise SpecError("mptlab nightly: give an experiment NAME (or --accept [STAMP])")
+    run_args = []
+    if args.reps:
+        run_args += ["--reps", str(args.reps)]
+    if args.jobs:
+        run_args += ["--jobs", str(args.jobs)]
+    if args.quick:
+        run_args.append("--quick")
+    if args.file:
+        run_args += ["--file", args.file]
+    run_args += ["--seed", str(args.seed)]
+    return nightly.run(args.name, root, run_args, Path(args.rules) if args.rules else None,
+                       strict=args.strict, pcap=not args.no_pcap)  # fmt: skip
+
+
+def _errors(func):
+    """Bad input becomes SpecError (mptlab prints it and exits 2), not a traceback."""
+    from functools import wraps
+
+    from .ingest import IngestError
+    from .pcap import PcapError
+
+    @wraps(func)
+    def run(args):
+        try:
+            return func(args)
+        except (IngestError, PcapError, FileNotFoundError) as exc:
+            raise SpecError(str(exc)) from None
+
+    return run
+
+
+def add_subcommands(sub) -> None:
+    """Register the analysis subcommands on mptlab's subparsers."""
+    fmt = {"choices": ["table", "csv", "json"], "default": "table", "help": "output format"}
+
+    p = sub.add_parser("ingest", help="run dirs -> Parquet tables (incremental)")
+    p.add_argument("dir", help="campaign dir or results dir")
+    p.add_argument("--force", action="store_true", help="rebuild the store from scratch")
+    p.add_argument("--no-pcap", action="store_true", help="skip packet captures")
+    p.set_defaults(func=_errors(cmd_ingest))
+
+    p = sub.add_parser("query", help="SQL (DuckDB) over the ingested tables")
+    p.add_argument(
+        "sql",
+        nargs="?",
+        help='e.g. "SELECT variant, avg(goodput_mbps), count(*) FROM runs GROUP BY 1"',
+    )
+    p.add_argument(
+        "-d", "--dir", default=str(REPO_ROOT / "results"), help="results dir (default: results/)"
+    )
+    p.add_argument("--tables", action="store_true", help="list the tables and their columns")
+    p.add_argument("--no-ingest", action="store_true", help="query the store as it is")
+    p.add_argument("--no-pcap", action="store_true", help="ingest without packet captures")
+    p.add_argument("--format", **fmt)
+    p.set_defaults(func=_errors(cmd_query))
+
+    p = sub.add_parser("stats", help="statistics per variant (always with n)")
+    p.add_argument("dir")
+    p.add_argument("--metric", action="append", help="metric column (repeatable; default: all)")
+    p.add_argument("--by", default="variant", help="group column (default: variant)")
+    p.add_argument("--reference", help="compare every group against this one")
+    p.add_argument(
+        "--effect", type=float, help="relative effect (e.g. 0.05) for repetitions needed"
+    )
+    p.add_argument("--alpha", type=float, default=0.05)
+    p.add_argument("--power", type=float, default=0.8)
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--no-ingest", action="store_true")
+    p.add_argument("--no-pcap", action="store_true")
+    p.add_argument("--format", **fmt)
+    p.set_defaults(func=_errors(cmd_stats))
+
+    p = sub.add_parser("report", help="self-contained HTML report of a campaign")
+    p.add_argument("dir", help="campaign dir (or a results dir: all campaigns below it)")
+    p.add_argument("--out", help="HTML file (default: DIR/analysis/report/report.html)")
+    p.add_argument("--metric", action="append", help="metric to plot (repeatable)")
+    p.add_argument("--reference", help="variant the others are compared with (default: the first)")
+    p.add_argument("--by", default="variant", help="group column (default: variant)")
+    p.add_argument("--no-pcap", action="store_true")
+    p.set_defaults(func=_errors(cmd_report))
+
+    p = sub.add_parser("compare", help="compare a campaign with a baseline (exit 1 on regression)")
+    p.add_argument("baseline")
+    p.add_argument("current")
+    p.add_argument("--rules", help="rules YAML (default: compare-rules.yaml)")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="changes beyond tolerance fail even if not significant",
+    )
+    p.add_argument("--no-pcap", action="store_true")
+    p.set_defaults(func=_errors(cmd_compare))
+
+    p = sub.add_parser("pcap", help="MPTCP metrics from pcap/pcapng files")
+    p.add_argument("files", nargs="+")
+    p.add_argument("--client", action="append", help="client address, in path order (repeatable)")
+    p.add_argument("--server", action="append", help="server address, in path order (repeatable)")
+    p.add_argument("--by-name", action="store_true",
+                   help="files named HOST-DEV.pcap: one capture host per HOST (receiver-side OFO)")  # fmt: skip
+    p.add_argument("--ofo-csv", help="write the OFO/HOL time series here")
+    p.add_argument("--format", **fmt)
+    p.set_defaults(func=_errors(cmd_pcap))
+
+    p = sub.add_parser("nightly", help="run a campaign and compare it with the accepted baseline")
+    p.add_argument("name", nargs="?", help="experiment name")
+    p.add_argument(
+        "--accept",
+        nargs="?",
+        const="",
+        help="make a nightly run (default: the latest) the baseline",
+    )
+    p.add_argument("--root", help="history dir (default: results/nightly)")
+    p.add_argument("--rules", help="rules YAML (default: compare-rules.yaml)")
+    p.add_argument("--reps", type=int)
+    p.add_argument("--jobs", type=int)
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--file", help="campaign file holding NAME")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--strict", action="store_true")
+    p.add_argument("--no-pcap", action="store_true")
+    p.set_defaults(func=_errors(cmd_nightly))

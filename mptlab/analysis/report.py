@@ -1,0 +1,467 @@
+"""A self-contained HTML report of a campaign (or of every campaign below a dir).
+
+    mptlab report RESULTS_DIR [--out FILE] [--metric M ...] [--reference VARIANT]
+
+Sections: overview (runs per variant and status), summary statistics of every
+metric per variant (n, mean, median, sd, 95 % bootstrap CI), each variant
+against a reference (relative difference with CI, Mann-Whitney U p-value),
+repetitions needed for a given effect, figures (PNG embedded; PDFs written
+next to the report), the kernel's drop/prune/OFO/retransmission counters
+per variant (nstat), every run that is not ok (failed, stalled, timeout,
+...) with its reason, and provenance
+(campaign.json, each variant's spec, the guests' tool versions and module
+hashes).  Figures and tables show n everywhere.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import html
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from mptlab.status import breakdown
+
+from . import figures, ingest, stats
+
+# kernel counters worth a look per variant: drops, pruning, out-of-order
+# queueing, retransmissions, timeouts, MPTCP reinjections (name patterns)
+NSTAT_PATTERNS = ("prune", "drop", "ofo", "retrans", "timeout", "reinject", "collapse", "overflow")
+
+CSS = """
+body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;
+ color:#1b1f24;font-size:14px;line-height:1.4;padding:0 16px}
+h1{font-size:24px;margin-bottom:4px}h2{font-size:19px;border-bottom:2px solid #d0d7de;padding-bottom:4px;
+ margin-top:32px}h3{font-size:15px;margin:18px 0 6px}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:12.5px}
+th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:right;vertical-align:top}
+th{background:#eef2f6}td.l,th.l{text-align:left}tr.first td{border-top:2px solid #8c959f}
+.muted{color:#57606a}.bad{color:#b42318;font-weight:600}.good{color:#1a7f37}
+.figs{display:flex;flex-wrap:wrap;gap:12px}.fig{border:1px solid #d0d7de;padding:6px;background:#fff}
+.fig img{width:540px;display:block}.fig .cap{font-size:12px;color:#57606a;margin-top:4px}
+pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px;max-height:420px}
+details{margin:4px 0 8px}summary{cursor:pointer;color:#0969da}
+.pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;background:#eef2f6;margin-right:4px}
+"""
+
+
+def esc(x) -> str:
+    return html.escape("" if x is None else str(x))
+
+
+def fmt(x, digits: int = 4) -> str:
+    if x is None:
+        return "-"
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return esc(x)
+    if not math.isfinite(f):
+        return "-"
+    if f != 0 and (abs(f) >= 1e6 or abs(f) < 1e-3):
+        return f"{f:.{digits - 1}e}"
+    if f == int(f) and abs(f) < 1e6:
+        return f"{int(f)}"
+    return f"{f:.{digits}g}"
+
+
+def pct(x) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x * 100:+.1f} %"
+
+
+def table(headers: list[str], rows: list[list], left: int = 1, row_class=None) -> str:
+    out = ["<table>"]
+    if any(headers):
+        out.append("<tr>")
+        out += [
+            f"<th class='{'l' if i < left else ''}'>{esc(h)}</th>" for i, h in enumerate(headers)
+        ]
+        out.append("</tr>")
+    for r, row in enumerate(rows):
+        cls = f" class='{row_class(r)}'" if row_class and row_class(r) else ""
+        out.append(f"<tr{cls}>")
+        for i, cell in enumerate(row):
+            c = "l" if i < left else ""
+            out.append(f"<td class='{c}'>{cell}</td>")
+        out.append("</tr>")
+    out.append("</table>")
+    return "".join(out)
+
+
+def _img(path: Path, caption: str, pdf: Path, base: Path) -> str:
+    data = base64.b64encode(path.read_bytes()).decode()
+    try:
+        rel = pdf.relative_to(base)
+    except ValueError:
+        rel = pdf
+    return (f"<div class='fig'><img alt='{esc(caption)}' src='data:image/png;base64,{data}'>"
+            f"<div class='cap'>{esc(caption)} &middot; <a href='{esc(rel)}'>PDF</a></div></div>")  # fmt: skip
+
+
+def figure_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[str]:
+    """The metrics worth a figure: the workload's main ones and the MPTCP ones."""
+    cols = stats.metric_columns(stats.ok_runs(runs))
+    if wanted:
+        return [m for m in wanted if m in runs.columns]
+    skip_words = ("bytes_received", "bytes_sent", "analysis_window", "total")
+    work = [c for c in cols if not c.startswith(("k_", "path", "pcap_", "bg_"))
+            and not any(w in c for w in skip_words)]  # fmt: skip
+    ok = stats.ok_runs(runs)
+    work = [c for c in work if pd.to_numeric(ok[c], errors="coerce").nunique() > 1][:3]
+    extra = [c for c in ("k_ofo_bytes_max", "k_reinjected_share", "pcap_hol_delay_mean_ms")
+             if c in cols and pd.to_numeric(ok[c], errors="coerce").notna().any()]  # fmt: skip
+    return work + extra
+
+
+def _matrix_axes(runs: pd.DataFrame, by: str) -> tuple[str, str | None]:
+    """Bars like the papers' tables: with a matrix of two or more keys (every run has
+    both), one group per value of the second key and one bar per value of the first
+    (e.g. page set x scheduler); otherwise one bar per group."""
+    if by != "variant" or "variant_keys" not in runs:
+        return by, None
+    keys = []
+    for v in runs["variant_keys"].dropna().unique():
+        for k in json.loads(v):
+            col = "".join(c if c.isalnum() or c == "_" else "_" for c in k)
+            if col not in keys:
+                keys.append(col)
+    dims = [k for k in keys if k in runs and runs[k].notna().all() and runs[k].nunique() > 1]
+    if len(dims) >= 2:
+        return dims[1], dims[0]
+    return by, None
+
+
+def _reference(runs: pd.DataFrame, by: str, reference: str | None) -> str | None:
+    groups = list(dict.fromkeys(stats.ok_runs(runs)[by]))
+    if reference is not None:
+        if reference not in groups:
+            raise ValueError(f"--reference {reference!r} is not a {by} with ok runs; "
+                             f"allowed: {', '.join(map(str, groups))}")  # fmt: skip
+        return reference
+    return groups[0] if groups else None
+
+
+def _variant_order(runs: pd.DataFrame, campaigns: list[tuple[str, dict]], by: str) -> list:
+    """Groups in the order the experiment defines them (campaign.json order), else sorted."""
+    seen = list(dict.fromkeys(runs[by])) if len(runs) else []
+    if by != "variant":
+        return seen
+    order = []
+    for _name, camp in campaigns:
+        for run_id in camp.get("order", []):
+            v = run_id.rsplit("/", 1)[0]
+            if len(campaigns) > 1 and camp.get("experiment"):
+                v = f"{camp['experiment'][0]}:{v}"
+            if v not in order:
+                order.append(v)
+    # matrix variants first (as the experiment lists them), then named ones
+    ranked = sorted(seen, key=lambda v: (order.index(v) if v in order else len(order), str(v)))
+    mx = [v for v in ranked if "=" in str(v)]
+    return mx + [v for v in ranked if v not in mx]
+
+
+def _representative(runs: pd.DataFrame, metric: str | None, by: str) -> list[tuple[str, str]]:
+    """Per group, the ok run closest to the group's median of ``metric``."""
+    ok = stats.ok_runs(runs)
+    out = []
+    for g, sub in ok.groupby(by, sort=False):
+        if metric and metric in sub and pd.to_numeric(sub[metric], errors="coerce").notna().any():
+            v = pd.to_numeric(sub[metric], errors="coerce")
+            i = (v - v.median()).abs().idxmin()
+        else:
+            i = sub.index[0]
+        out.append((g, sub.loc[i, "run_id"]))
+    return out
+
+
+def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
+          reference: str | None = None, by: str = "variant", do_ingest: bool = True,
+          pcap: bool = True, max_timeseries: int = 8) -> Path:  # fmt: skip
+    """Write the report; returns the path of the HTML file."""
+    root = Path(root)
+    if do_ingest:
+        ingest.ingest(root, pcap=pcap)
+    out = Path(out) if out else ingest.store_dir(root) / "report" / "report.html"
+    fig_dir = out.parent / "figures"
+    all_runs = ingest.load_table(root, "runs")
+    if not len(all_runs):
+        raise ValueError(
+            f"{root}: no run dirs found (expected runs/<variant>/rep-NNN below a campaign dir)"
+        )
+    all_runs = stats.qualify_variants(all_runs)
+    runs = all_runs[all_runs["attempt"].isin(["current", "incomplete"])].reset_index(drop=True)
+    if by not in runs:
+        raise ValueError(f"--by {by!r} is not a column of the runs table; e.g. variant, scheduler, "
+                         f"{', '.join(c for c in runs.columns if c.startswith('kernel_'))}")  # fmt: skip
+    campaigns = []
+    for camp in ingest.campaign_dirs(root):
+        info, _ = ingest._read_json(camp / "campaign.json")
+        campaigns.append((camp.name, info or {}))
+    order = _variant_order(runs, campaigns, by)
+    runs = runs.assign(_o=runs[by].map({v: i for i, v in enumerate(order)})).sort_values(
+        ["_o", "repetition"]
+    )
+    runs = runs.drop(columns="_o").reset_index(drop=True)
+    ok = stats.ok_runs(runs)
+    ref = _reference(runs, by, reference)
+    fmetrics = figure_metrics(runs, metrics)
+    if metrics:
+        missing = [m for m in metrics if m not in runs.columns]
+        if missing:
+            raise ValueError(f"--metric {', '.join(missing)}: not a column of the runs table; metrics: "
+                             f"{', '.join(stats.metric_columns(ok))}")  # fmt: skip
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>mptlab report: {esc(root.name)}"
+             f"</title><style>{CSS}</style></head><body>"]  # fmt: skip
+    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+    exps = sorted({e for e in runs["experiment"].dropna()})
+    parts.append(f"<h1>mptlab report: {esc(', '.join(exps) or root.name)}</h1>")
+    not_ok = breakdown(runs["status"])
+    parts.append(f"<p class='muted'>{esc(root.resolve())} &middot; generated {stamp} &middot; "
+                 f"{len(runs)} runs, {len(ok)} ok, {len(runs) - len(ok)} not ok"
+                 f"{f' ({esc(not_ok)})' if not_ok else ''}"
+                 f"{f', {len(all_runs) - len(runs)} earlier attempts' if len(all_runs) > len(runs) else ''}"
+                 "</p>")  # fmt: skip
+    parts.append("<p class='muted'>Statistics use the ok runs of each run's current attempt; "
+                 "n is the number of those runs with a value. CIs: 95 % percentile bootstrap of the "
+                 "mean (10000 resamples, seed 0). p: two-sided Mann-Whitney U.</p>")  # fmt: skip
+    # ---- overview
+    parts.append("<h2 id='overview'>Overview</h2>")
+    rows = []
+    for g in order:
+        sub = runs[runs[by] == g]
+        counts = sub["status"].value_counts()
+        status = " ".join(f"<span class='pill'>{esc(s)} {n}</span>" for s, n in counts.items())
+        vk = (
+            sub["variant_keys"].dropna().iloc[0]
+            if "variant_keys" in sub and sub["variant_keys"].notna().any()
+            else ""
+        )
+        rows.append(
+            [esc(g), esc(vk), str(len(sub)), str(int((sub["status"] == "ok").sum())), status]
+        )
+    parts.append(table([by, "variant keys", "runs", "ok", "status"], rows, left=2))
+    # ---- summary
+    parts.append("<h2 id='summary'>Summary statistics</h2>")
+    summ = stats.summarize(runs, stats.metric_columns(ok), by=by)
+    key = summ[summ["metric"].isin(fmetrics)]
+    if len(key):
+        parts.append("<h3>Key metrics</h3>" + _summary_table(key, by))
+    parts.append(f"<details><summary>All {summ['metric'].nunique()} metrics</summary>"
+                 f"{_summary_table(summ, by)}</details>")  # fmt: skip
+    # ---- comparisons
+    if ref is not None and fmetrics:
+        parts.append(f"<h2 id='compare'>Against the reference <code>{esc(ref)}</code></h2>")
+        rows = []
+        for m in fmetrics:
+            pw = stats.pairwise(runs, m, ref, by=by)
+            for _, r in pw.iterrows():
+                sig = r["p_value"] < 0.05 if math.isfinite(r["p_value"]) else False
+                rows.append([esc(m), esc(r[by]), f"{r['n_a']} / {r['n_b']}", fmt(r["mean_a"]), fmt(r["mean_b"]),
+                             pct(r["rel_diff"]), f"[{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+                             f"<span class='{'bad' if sig else ''}'>{fmt(r['p_value'], 3)}</span>"])  # fmt: skip
+        parts.append(table(["metric", by, "n ref / n", f"mean {ref}", "mean", "rel. diff", "95 % CI",
+                            "p (MWU)"], rows, left=2))  # fmt: skip
+        parts.append(_reps_section(ok, fmetrics[0], by))
+    # ---- figures
+    parts.append("<h2 id='figures'>Figures</h2>")
+    x_col, hue = _matrix_axes(runs, by)
+    for m in fmetrics:
+        parts.append(f"<h3>{esc(m)}</h3><div class='figs'>")
+        for kind, fig in (("bar", figures.bar_ci(runs, m, x=x_col, hue=hue)),
+                          ("box", figures.box(runs, m, by=by, order=order)),
+                          ("cdf", figures.cdf(runs, m, by=by, order=order))):  # fmt: skip
+            p = figures.save(fig, fig_dir, f"{kind}-{m}")
+            parts.append(_img(p["png"], f"{kind}: {m}", p["pdf"], out.parent))
+        parts.append("</div>")
+    if any(c.startswith("path") and c.endswith("_share") for c in runs.columns):
+        parts.append("<h3>Path share</h3><div class='figs'>")
+        p = figures.save(figures.path_share(runs, by=by, order=order), fig_dir, "path-share")
+        parts.append(_img(p["png"], "share of the data bytes per path", p["pdf"], out.parent))
+        parts.append("</div>")
+    ss = ingest.load_table(root, "ss")
+    mp = ingest.load_table(root, "mptcp")
+    po = ingest.load_table(root, "pcap_ofo")
+    ko = ingest.load_table(root, "kernel_ofo")
+    if len(ss) or len(mp):
+        parts.append("<h3>Per-subflow time series (the run closest to each variant's median "
+                     f"{esc(fmetrics[0] if fmetrics else '')})</h3><div class='figs'>")  # fmt: skip
+        for g, run_id in _representative(runs, fmetrics[0] if fmetrics else None, by)[
+            :max_timeseries
+        ]:
+            fig = figures.timeseries(
+                ss,
+                mp,
+                run_id,
+                pcap_ofo=po if len(po) else None,
+                title=f"{g}: {run_id}",
+                kernel_ofo=ko if len(ko) else None,
+            )
+            p = figures.save(fig, fig_dir, "ts-" + run_id.replace("/", "_"))
+            parts.append(_img(p["png"], f"{g}: {run_id}", p["pdf"], out.parent))
+        parts.append("</div>")
+    # ---- pcap cross-check
+    parts.append(_pcap_section(runs))
+    # ---- kernel counters
+    parts.append(_nstat_section(root, runs, order, by))
+    # ---- runs that are not ok
+    parts.append("<h2 id='failed'>Runs not ok (failed, stalled, timeout, ...)</h2>")
+    bad = all_runs[all_runs["status"] != "ok"]
+    if len(bad):
+        rows = [[esc(r["run_id"]), esc(r["attempt"]), f"<span class='bad'>{esc(r['status'])}</span>",
+                 esc(r.get("reason") or r.get("result_error") or "")] for _, r in bad.iterrows()]  # fmt: skip
+        parts.append(table(["run", "attempt", "status", "reason"], rows, left=4))
+    else:
+        parts.append("<p class='good'>none: every run finished ok.</p>")
+    # ---- provenance
+    parts.append(_provenance(root, runs, campaigns, order, by))
+    parts.append("</body></html>")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("".join(parts))
+    return out
+
+
+def _summary_table(summ: pd.DataFrame, by: str) -> str:
+    rows, first = [], []
+    for m, sub in summ.groupby("metric", sort=False):
+        for k, (_, r) in enumerate(sub.iterrows()):
+            first.append(k == 0)
+            rows.append([f"<b>{esc(m)}</b>" if k == 0 else "", esc(r[by]), str(r["n"]), fmt(r["mean"]),
+                         fmt(r["median"]), fmt(r["std"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"])  # fmt: skip
+    return table(["metric", by, "n", "mean", "median", "sd", "95 % CI of the mean"], rows, left=2,
+                 row_class=lambda i: "first" if first[i] else "")  # fmt: skip
+
+
+def _reps_section(ok: pd.DataFrame, metric: str, by: str) -> str:
+    """Repetitions per variant needed to see a relative change of the main metric."""
+    cvs, ns = [], 0
+    for _, sub in ok.groupby(by):
+        v = pd.to_numeric(sub[metric], errors="coerce").dropna()
+        if len(v) >= 2 and v.mean() != 0:
+            cvs.append((float(v.std(ddof=1)) / abs(float(v.mean())), len(v)))
+            ns += len(v)
+    if not cvs:
+        return ""
+    # pooled coefficient of variation (weighted by degrees of freedom)
+    cv = math.sqrt(sum(c * c * (n - 1) for c, n in cvs) / sum(n - 1 for _, n in cvs))
+    rows = []
+    for eff in (0.02, 0.05, 0.10, 0.20):
+        if cv == 0:
+            rows.append([f"{eff:.0%}", "1", "1"])
+            continue
+        r = stats.reps_needed(eff, cv)
+        rows.append([f"{eff:.0%}", str(r["n_t_test"]), str(r["n_mann_whitney"])])
+    return (f"<h3>Repetitions needed for {esc(metric)}</h3><p class='muted'>Per variant, two-sided, "
+            f"alpha 0.05, power 0.8, from the pooled coefficient of variation {cv:.3f} "
+            f"(n = {ns} runs in {len(cvs)} groups).</p>"
+            + table(["relative change", "n (t-test)", "n (Mann-Whitney)"], rows))  # fmt: skip
+
+
+def _pcap_section(runs: pd.DataFrame) -> str:
+    if "pcap_ofo_bytes_max" not in runs or runs["pcap_ofo_bytes_max"].isna().all():
+        return ""
+    sub = runs[runs["pcap_ofo_bytes_max"].notna()]
+    rows = []
+    for _, r in sub.iterrows():
+        k = r.get("k_ofo_bytes_max")
+        diff = (
+            (r["pcap_ofo_bytes_max"] / k - 1)
+            if k and isinstance(k, float) and math.isfinite(k) and k
+            else math.nan
+        )
+        rows.append([esc(r["run_id"]), fmt(k), fmt(r["pcap_ofo_bytes_max"]), pct(diff),
+                     fmt(r.get("k_tcp_retrans")), fmt(r.get("pcap_retrans_segs")),
+                     fmt(r.get("k_bytes_reinjected")), fmt(r.get("pcap_reinjected_bytes")),
+                     fmt(r.get("pcap_hol_delay_mean_ms"))])  # fmt: skip
+    return ("<h2 id='pcap'>Packet traces against the kernel counters</h2>"
+            + table(["run", "OFO max (kernel)", "OFO max (pcap)", "diff", "TCP retrans (kernel)",
+                     "retrans segs (pcap)", "reinjected (kernel)", "reinjected (pcap)",
+                     "HOL delay mean ms (pcap)"], rows))  # fmt: skip
+
+
+def _provenance(root: Path, runs, campaigns, order, by) -> str:
+    parts = ["<h2 id='provenance'>Provenance</h2>"]
+    for name, camp in campaigns:
+        k = camp.get("kernel") or {}
+        inv = camp.get("invocations") or []
+        started = ", ".join(dt.datetime.fromtimestamp(i.get("started", 0), dt.UTC).strftime(
+            "%Y-%m-%d %H:%M UTC") + f" (jobs {i.get('jobs')})" for i in inv)  # fmt: skip
+        rows = [["campaign", esc(name)], ["experiment", esc(", ".join(camp.get("experiment", [])))],
+                ["runs", esc(camp.get("runs"))], ["order seed", esc(camp.get("order_seed"))],
+                ["git commit", f"<code>{esc(camp.get('git_commit'))}</code>"],
+                ["kernel", esc(f"{k.get('kernel_release', '?')} ({k.get('source_package', '')} "
+                               f"{k.get('source_version', '')}, {k.get('arch', '')}), key {k.get('kernel_key', '?')}, "
+                               f"built {k.get('built_at', '?')}")],
+                ["kernel patches", esc(", ".join(k.get("patches", [])))],
+                ["modules", esc(k.get("modules_dir"))], ["invocations", esc(started)]]  # fmt: skip
+        parts.append(f"<h3>{esc(name)}</h3>" + table(["", ""], rows, left=2))
+        parts.append(
+            f"<details><summary>campaign.json</summary><pre>{esc(json.dumps(camp, indent=1))}</pre></details>"
+        )
+    commits = runs["git_commit"].dropna().unique() if "git_commit" in runs else []
+    if len(commits) > 1:
+        parts.append(f"<p class='bad'>runs come from {len(commits)} different commits: "
+                     f"{esc(', '.join(map(str, commits)))}</p>")  # fmt: skip
+    parts.append("<h3>Per variant: configuration and guest</h3>")
+    for g in order:
+        sub = runs[runs[by] == g]
+        okr = sub[sub["status"] == "ok"]
+        rd = Path((okr if len(okr) else sub)["run_dir"].iloc[0])
+        spec, _ = ingest._read_json(rd / "spec.json")
+        prov, _ = ingest._read_json(rd / "guest-provenance.json")
+        parts.append(f"<details><summary><b>{esc(g)}</b> &middot; {esc(rd.name)}</summary>")
+        if spec:
+            shown = {
+                k: spec.get(k)
+                for k in ("experiment", "variant", "variant_keys", "config", "profiles")
+            }
+            parts.append(f"<pre>{esc(json.dumps(shown, indent=1, default=str))}</pre>")
+        if prov:
+            tools = prov.get("tools") or {}
+            parts.append(
+                table(["tool", "version"], [[esc(t), esc(v)] for t, v in tools.items()], left=2)
+            )
+            parts.append(
+                f"<pre>{esc(json.dumps({k: v for k, v in prov.items() if k != 'tools'}, indent=1))}</pre>"
+            )
+        parts.append("</details>")
+    return "".join(parts)
+
+
+def _nstat_section(root: Path, runs: pd.DataFrame, order: list, by: str) -> str:
+    """Mean per-run change of the notable kernel counters (client and server
+    summed), per group: the counters of ``NSTAT_PATTERNS`` that moved in
+    some run."""
+    ns = ingest.load_table(root, "nstat")
+    head = "<h2 id='nstat'>Kernel counters (nstat)</h2>"
+    if not len(ns) or "kind" not in ns:
+        return head + "<p class='muted'>no nstat counters in these runs.</p>"
+    ns = ns[(ns["kind"] == "counter") & ns["run_id"].isin(runs["run_id"])]
+    pattern = "|".join(NSTAT_PATTERNS)
+    ns = ns[ns["counter"].str.lower().str.contains(pattern) & ns["delta"].fillna(0).ne(0)]
+    if not len(ns):
+        return head + "<p class='muted'>none of the drop, prune, OFO, retransmission or " \
+                      "timeout counters moved.</p>"  # fmt: skip
+    per_run = ns.groupby(["run_id", "name"])["delta"].sum().unstack(fill_value=0)
+    per_run = per_run.reindex(runs["run_id"], fill_value=0)
+    groups = runs.set_index("run_id")[by].reindex(per_run.index)
+    names = sorted(per_run.columns, key=lambda n: (not n.startswith("MPTcp"), n))
+    rows = []
+    for g in order:
+        sub = per_run[groups == g]
+        if len(sub):
+            rows.append([esc(g), str(len(sub))] + [fmt(float(sub[n].mean())) for n in names])
+    return head + ("<p class='muted'>Mean change per run (client + server), every run of the "
+                   "current attempt whatever its status; all counters: the nstat table.</p>") + \
+        table([by, "runs", *map(esc, names)], rows, left=1)  # fmt: skip
+
+
+def unique_values(df: pd.DataFrame, col: str) -> list:
+    return list(dict.fromkeys(df[col].dropna())) if col in df else []
+
+
+__all__ = ["build", "figure_metrics", "fmt", "np"]

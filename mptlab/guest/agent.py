@@ -1,0 +1,540 @@
+"""The guest agent: one run, inside the UML guest.
+
+    python -m mptlab.guest.agent RUN_DIR
+
+reads ``RUN_DIR/spec.json`` (an expanded ``RunSpec``), then:
+
+1. loads the scheduler modules (module parameters for the one under test)
+   and records their hashes;
+2. builds the topology (``mptlab.spec.plan``), sets the kernel knobs in
+   every namespace (scheduler, congestion control, buffers, checksum, path
+   manager limits and endpoints, any sysctl) and flushes TCP metrics;
+3. starts the traces: sock_diag samplers on the client and the server,
+   tcpdump headers per interface (optional), the kernel's stats tracepoints;
+4. starts the background flows (``mptlab.workloads.background.start``, if any),
+   records the kernel's counters of the client and the server
+   (``mptlab.guest.nstat``), starts the stall watchdog
+   (``mptlab.guest.stall``), runs the workload (``traffic.<type>.run``, in a
+   thread of its own), stops the background (``mptlab.workloads.background.stop``,
+   whose metrics go to ``result.json``);
+5. stops the traces, records the counters again and writes ``result.json``
+   (metrics, per-subflow and per-connection kernel counters, nstat counters)
+   and ``guest-provenance.json``.
+
+A workload whose data level stands still with data outstanding for
+``stall_timeout`` is stopped by the watchdog (its processes killed, its
+sockets shut down): ``result.json`` says ``status: stalled`` with the
+reason in words and ``traces/stall-snapshot.json`` holds the state.  Errors
+are written as ``status: error`` with the message.  Either way the agent
+exits non-zero; the host records the run as stalled or failed
+(``mptlab.status``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+
+from .. import status as st
+from ..rundir import RunSpec, attrs
+from ..spec.plan import NetPlan, build, mptcp_endpoints
+from . import modules, nstat, stall, tracepoints
+from .netlab import Net, dev_name
+from .sampler import SamplerThread, lateness_summary
+
+RESULT = "result.json"
+STALL_SNAPSHOT = "stall-snapshot.json"
+# After the watchdog fired: how long the workload's processes get to exit on
+# SIGTERM (iperf3 writes its partial report) before SIGKILL, and how long
+# run() gets to come back after that before the agent goes on without it.
+STOP_TERM_S = 3.0
+STOP_GRACE_S = 5.0
+
+
+def atomic_write(path: Path, text: str) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+class Context:
+    """What a workload gets: the network, the plan, the config, where to write."""
+
+    def __init__(self, run_dir: Path, spec: RunSpec):
+        self.run_dir = run_dir
+        self.spec = spec
+        self.config = attrs(spec.config)  # validated on the host
+        self.workload = self.config.workload
+        self.topology = attrs(spec.topology)
+        self.client = self.topology.roles.client
+        self.server = self.topology.roles.server
+        self.trace_dir = run_dir / "traces"
+        self.trace_dir.mkdir(exist_ok=True)
+        self.plan = NetPlan.from_json(spec.plan)
+        self.net: Net | None = None
+        self.marks: dict[str, float] = {}
+        self._log = open(run_dir / "agent.log", "a")  # noqa: SIM115
+        self.procs: list[subprocess.Popen] = []
+        self.samplers: list[SamplerThread] = []
+        self.trace_reader: tracepoints.TraceReader | None = None
+        self.nstat: nstat.Recorder | None = None
+        self.watchdog: stall.Watchdog | None = None
+
+    def log(self, msg: str) -> None:
+        self._log.write(f"{time.time():.3f} {msg}\n")
+        self._log.flush()
+
+    def mark(self, name: str) -> None:
+        """Record a wall-clock instant (UML shares the host clock).  The
+        workload calls ``mark("workload_start")``: link events count from it."""
+        self.marks[name] = time.time()
+        if name == "workload_start" and self.plan.events:
+            threading.Thread(target=self._apply_events, daemon=True).start()
+
+    def _apply_events(self) -> None:
+        start = self.marks["workload_start"]
+        for k, event in enumerate(sorted(self.plan.events, key=lambda e: e["at_ms"])):
+            time.sleep(max(0.0, start + event["at_ms"] / 1000 - time.time()))
+            link = self.net.links[event["link"]]
+            try:
+                self.net.change(link, event["a_to_b"], event["b_to_a"])
+                self.mark(f"event{k}")
+                self.log(
+                    f"event {k}: {link.a_dev}-{link.b_dev} changed at +{time.time() - start:.3f} s"
+                )
+            except Exception as exc:  # noqa: BLE001 - recorded; the run goes on
+                self.log(f"event {k} failed: {exc}")
+                self.marks[f"event{k}_failed"] = time.time()
+
+
+def _sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def load_modules(ctx: Context) -> dict[str, str]:
+    modules_dir = Path(os.environ["MPTLAB_MODULES_DIR"])
+    wanted = ctx.config.kernel.scheduler
+    hashes = {}
+    for ko in sorted(modules_dir.glob("mptcp_*.ko")):
+        params = (
+            ctx.spec.config["kernel"]["scheduler_params"] if ko.stem == f"mptcp_{wanted}" else {}
+        )
+        modules.insmod(ko, params)
+        hashes[ko.name] = _sha256(ko)
+    if wanted not in modules.available_schedulers():
+        raise RuntimeError(f"scheduler {wanted!r} not available after loading {sorted(hashes)}")
+    return hashes
+
+
+def mptcp_ip_lines(ctx: Context) -> dict[str, list[str]]:
+    """``ip`` lines per host: TCP metrics flush, MPTCP limits and endpoints."""
+    k = ctx.config.kernel
+    endpoints = mptcp_endpoints(ctx.plan, ctx.client, ctx.server)
+    lines: dict[str, list[str]] = {}
+    for host in ctx.plan.hosts:
+        ln = ["tcp_metrics flush all"]
+        if host in (ctx.client, ctx.server):
+            pm = k.path_manager
+            ln.append(
+                f"mptcp limits set subflow {pm.subflows} add_addr_accepted {pm.add_addr_accepted}"
+            )
+            ln += [
+                f"mptcp endpoint add {a} dev {dev_name(host, i)} {flag}"
+                for a, i, flag in endpoints.get(host, [])
+            ]
+        lines[host] = ln
+    return lines
+
+
+def guest_tcp_mem(meminfo: str = "/proc/meminfo") -> str:
+    """``tcp_mem`` (pages: no pressure below, pressure from, hard limit) for
+    this guest: 1/2, 5/8 and 3/4 of its RAM.
+
+    The sender and the receiver of an experiment share one guest kernel, so
+    one TCP memory budget, which Linux sizes at ~9 % of RAM (22 MB hard
+    limit, pressure from 14.7 MB in a 256 MB guest).  Under memory pressure
+    an MPTCP receiver drops even the segment that fills the hole in its
+    out-of-order queue (MPTcpExt RcvPruned) and never prunes that queue, so
+    the connection deadlocks: 4 of 4 blest and 2 of 4 default 64 MiB
+    transfers over 3G+WLAN with 16 MiB buffers stalled that way in a 256 MB
+    guest, 0 of 4 in a 1 GiB guest, whose peak TCP memory was 26 MB
+    (docs/stalls.md).  Real endpoints each have GBs and their own budget;
+    here pressure should only come when the guest is really short of memory.
+    """
+    with open(meminfo) as f:
+        kb = int(f.readline().split()[1])  # MemTotal
+    pages = kb // 4
+    return f"{pages // 2} {pages * 5 // 8} {pages * 3 // 4}"
+
+
+def configure(ctx: Context) -> dict:
+    """Kernel knobs in every namespace; returns what was set (for provenance)."""
+    k = ctx.config.kernel
+    net = ctx.net
+    applied: dict[str, object] = {}
+    per_ns = {
+        "net.ipv4.tcp_congestion_control": k.congestion_control,
+        "net.ipv4.tcp_no_metrics_save": 1,
+        "net.mptcp.enabled": 1,
+        "net.mptcp.checksum_enabled": int(k.checksum),
+        # The server announces its other addresses once, on a pure ACK; Linux
+        # re-sends a lost ADD_ADDR only after add_addr_timeout (120 s by
+        # default), so one loss on a lossy first path would leave a run on a
+        # single subflow.  1 s unless the experiment's sysctls say otherwise.
+        "net.mptcp.add_addr_timeout": 1,
+    }
+    if k.rmem:
+        per_ns["net.ipv4.tcp_rmem"] = f"4096 131072 {k.rmem}"
+    if k.wmem:
+        per_ns["net.ipv4.tcp_wmem"] = f"4096 16384 {k.wmem}"
+    per_ns.update(ctx.spec.config["kernel"]["sysctls"])
+    # global knobs live in the guest's initial namespace
+    tcp_mem = per_ns.pop("net.ipv4.tcp_mem", None) or guest_tcp_mem()
+    subprocess.run(["sysctl", "-qw", f"net.ipv4.tcp_mem={tcp_mem}"], check=True)
+    applied["net.ipv4.tcp_mem"] = tcp_mem
+    if k.rmem:
+        subprocess.run(["sysctl", "-qw", f"net.core.rmem_max={k.rmem}"], check=True)
+    if k.wmem:
+        subprocess.run(["sysctl", "-qw", f"net.core.wmem_max={k.wmem}"], check=True)
+    for host in ctx.plan.hosts:
+        values = dict(per_ns)
+        if host in (ctx.client, ctx.server):
+            values["net.mptcp.scheduler"] = k.scheduler
+        net.sysctls(host, values)
+    applied.update(per_ns)
+    applied["mptcp_endpoints"] = mptcp_endpoints(ctx.plan, ctx.client, ctx.server)
+    return applied
+
+
+def start_traces(ctx: Context) -> None:
+    """The sampler (one thread of this process for the client's and the
+    server's namespaces), tcpdump, and the kernel's tracepoints (drained
+    into the run dir while the run goes on)."""
+    t = ctx.config.traces
+    if t.ss_interval or t.ofo_interval:
+        ctx.samplers.append(
+            SamplerThread(
+                {str(ctx.trace_dir / host): ctx.net.ns(host) for host in (ctx.client, ctx.server)},
+                (t.ss_interval or 0) / 1000 or None,
+                (t.ofo_interval or 0) / 1000 or None,
+            )
+        )
+    if t.tcpdump:
+        for host in (ctx.client, ctx.server):
+            for dev in ctx.net.hosts[host].interfaces:
+                pcap = ctx.trace_dir / f"{dev}.pcap"
+                args = [
+                    "tcpdump",
+                    "-i",
+                    dev,
+                    "-s",
+                    str(t.snaplen),
+                    "-w",
+                    str(pcap),
+                    "-U",
+                    "--immediate-mode",
+                    "tcp",
+                ]
+                ctx.procs.append(ctx.net.popen(host, args, stderr=subprocess.DEVNULL))
+    events = tracepoints.STATS_EVENTS + ((tracepoints.OFO_EVENT,) if t.ofo_events else ())
+    tracepoints.enable(events, clock="mono")
+    ctx.trace_reader = tracepoints.TraceReader(
+        ctx.trace_dir / "ktrace.txt", ctx.trace_dir / "ofo-events.csv"
+    )
+
+
+def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
+    """Stop every trace; the kernel's stats events and what the traces say
+    about the run's fidelity (sampler lateness, events the kernel lost)."""
+    lateness: list[float] = []
+    for sampler in ctx.samplers:
+        sampler.stop()
+        lateness += sampler.lateness
+    for proc in ctx.procs:
+        proc.send_signal(signal.SIGTERM)
+    for proc in ctx.procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+    ofo_events = ctx.trace_reader.stop()
+    lost = tracepoints.lost_events()
+    if lost:
+        ctx.log(f"kernel trace: {lost} events lost (ring buffer overrun)")
+    fidelity = {
+        "sampler_lateness": lateness_summary(lateness),
+        "ktrace_lost_events": lost,
+        "ofo_events": ofo_events,
+    }
+    return tracepoints.parse((ctx.trace_dir / "ktrace.txt").read_text()), fidelity
+
+
+def wait_for_close(ctx: Context, timeout_s: float = 30) -> None:
+    """Subflows report their final counters when they close: wait until the
+    client and the server have no TCP socket left but listeners and TIME-WAIT."""
+    idle = {10, 6}  # TCP_LISTEN, TCP_TIME_WAIT
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        hosts = (ctx.client, ctx.server)
+        if all(state in idle for h in hosts for state, _ in ctx.net.tcp_sockets(h)):
+            return
+        time.sleep(0.05)
+    ctx.log(f"connections still open after {timeout_s} s; final counters may be missing")
+
+
+def kernel_counters(ctx: Context, records: list[dict]) -> dict:
+    """Final per-connection and per-subflow counters from the tracepoints,
+    with each subflow's path (the client interface its address belongs to)."""
+    client_addrs = ctx.plan.addresses(ctx.client)
+    server_addrs = ctx.plan.addresses(ctx.server)
+
+    def path_of(addr: str) -> int | None:
+        for addrs in (client_addrs, server_addrs):
+            if addr in addrs:
+                return addrs.index(addr) + 1
+        return None
+
+    conns = [r for r in records if r["event"] == "mptcp_conn_stats"]
+    subflows = [r for r in records if r["event"] == "mptcp_subflow_stats"]
+    for sf in subflows:
+        sf["path"] = path_of(sf.get("saddr", ""))
+    return {"connections": conns, "subflows": subflows}
+
+
+def start_watchdog(ctx: Context) -> stall.Watchdog | None:
+    """The stall watchdog on the client's and the server's namespaces (None:
+    ``stall_timeout: off``)."""
+    timeout_s, how = stall.resolve_timeout(
+        ctx.spec.config.get("stall_timeout", "auto"), ctx.plan, ctx.client, ctx.server
+    )
+    if timeout_s is None:
+        ctx.log("stall watchdog off")
+        return None
+    addrs = {h: ctx.plan.addresses(h) for h in (ctx.client, ctx.server)}
+
+    def path_of(addr: str) -> int | None:
+        for a in addrs.values():
+            if addr in a:
+                return a.index(addr) + 1
+        return None
+
+    def extra() -> dict:
+        return {"nstat": ctx.nstat.snapshot()} if ctx.nstat else {}
+
+    ctx.log(f"stall watchdog: {timeout_s:g} s ({how})")
+    return stall.Watchdog(
+        {h: ctx.net.ns(h) for h in (ctx.client, ctx.server)},
+        timeout_s,
+        ctx.trace_dir / STALL_SNAPSHOT,
+        path_of=path_of,
+        extra_snapshot=extra,
+        log=ctx.log,
+        how=how,
+        mptcp=bool(ctx.config.kernel.mptcp),
+    )
+
+
+def stop_workload(ctx: Context) -> None:
+    """Make a stalled workload's run() come back: SIGTERM (then SIGKILL) to
+    the processes it started in the client's and the server's namespaces
+    (not the traces'), and shut down the sockets it made in this process."""
+    from mptlab.workloads.helpers.common import abort_sockets
+
+    mine = {ctx.net.ns(ctx.client), ctx.net.ns(ctx.server)}
+    procs = [p for ns, p in ctx.net.spawned
+             if ns in mine and p not in ctx.procs and p.poll() is None]  # fmt: skip
+    for proc in procs:
+        proc.send_signal(signal.SIGTERM)
+    n = abort_sockets()
+    ctx.log(f"stopping the workload: SIGTERM to {len(procs)} process(es), {n} socket(s) shut down")
+    deadline = time.monotonic() + STOP_TERM_S
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            ctx.log(f"killed {' '.join(map(str, proc.args[4:6]))} (no exit on SIGTERM)")
+
+
+class WorkloadOutcome:
+    """What ``run_workload`` saw: metrics or an exception, and whether the
+    watchdog stopped it (``stalled``) or run() never came back (``abandoned``)."""
+
+    def __init__(self):
+        self.metrics: dict | None = None
+        self.exc: BaseException | None = None
+        self.traceback = ""
+        self.stalled = False
+        self.abandoned = False
+        self.done_at = float("inf")
+
+
+def run_workload(ctx: Context, workload, watchdog: stall.Watchdog | None) -> WorkloadOutcome:
+    """``workload.run(ctx)`` in a thread, stopped when the watchdog fires."""
+    out = WorkloadOutcome()
+    done = threading.Event()
+
+    def target() -> None:
+        try:
+            out.metrics = workload.run(ctx)
+        except BaseException as exc:  # noqa: BLE001 - reported by the agent
+            out.exc = exc
+            out.traceback = traceback.format_exc()
+        finally:
+            out.done_at = time.time()
+            done.set()
+
+    worker = threading.Thread(target=target, name="workload", daemon=True)
+    worker.start()
+    while not done.wait(0.25):
+        if watchdog is not None and watchdog.fired.is_set():
+            out.stalled = True
+            stop_workload(ctx)
+            if not done.wait(STOP_GRACE_S):
+                out.abandoned = True
+                ctx.log(f"the workload did not return {STOP_GRACE_S:g} s after being stopped")
+            break
+    if not out.stalled and watchdog is not None and watchdog.fired.is_set():
+        # fired while the workload was ending by itself (its tool gave up too)
+        out.stalled = watchdog.info.get("t", float("inf")) <= out.done_at
+    if out.exc is not None:
+        ctx.log(out.traceback)
+    return out
+
+
+def error_text(exc: BaseException) -> str:
+    """A workload's failure in words: a ``WorkloadError`` is its message; any
+    other exception is named, with where it came from when it is a lookup
+    or type error (a bug in reading a tool's output, not the tool's fault)."""
+    from mptlab.workloads.helpers.common import WorkloadError
+
+    if isinstance(exc, WorkloadError):
+        return str(exc)
+    text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, LookupError | TypeError | AttributeError) and exc.__traceback__:
+        frame = traceback.extract_tb(exc.__traceback__)[-1]
+        text += f" (in {Path(frame.filename).name}:{frame.lineno} {frame.name}: an mptlab bug)"
+    return text
+
+
+def run(run_dir: Path) -> int:
+    state: dict = {}
+    code = _run(run_dir, state)
+    if state.get("abandoned"):
+        # the stopped workload's threads still block in the kernel; they must
+        # not keep the guest up (result.json is written)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
+    return code
+
+
+def _run(run_dir: Path, state: dict) -> int:
+    spec = RunSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
+    ctx = Context(run_dir, spec)
+    result: dict = {"status": st.RESULT_ERROR, "started": time.time()}
+    outcome: WorkloadOutcome | None = None
+    try:
+        ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed}")
+        modules = load_modules(ctx)
+        ctx.net = build(ctx.plan, Net(log=ctx.log), extra_ip=mptcp_ip_lines(ctx))
+        applied = configure(ctx)
+        atomic_write(
+            run_dir / "guest-provenance.json",
+            json.dumps(
+                {"kernel": os.uname().release, "modules_sha256": modules, "settings": applied},
+                indent=2,
+            ),
+        )
+        start_traces(ctx)
+        background = None
+        if ctx.spec.config.get("background"):
+            background = importlib.import_module("mptlab.workloads.background")
+            background.start(ctx)
+        workload = importlib.import_module(f"traffic.{ctx.workload.type}")
+        ctx.nstat = nstat.Recorder({h: ctx.net.ns(h) for h in (ctx.client, ctx.server)})
+        ctx.watchdog = watchdog = start_watchdog(ctx)
+        ctx.nstat.take("start")
+        outcome = run_workload(ctx, workload, watchdog)
+        state["abandoned"] = outcome.abandoned
+        if watchdog is not None:
+            watchdog.stop()
+        background_metrics = background.stop(ctx) if background else None
+        # a stopped or failed workload leaves connections that may never close
+        wait_for_close(ctx, 30 if outcome.exc is None and not outcome.stalled else 2)
+        ctx.nstat.take("end")
+        records, fidelity = stop_traces(ctx)
+        metrics = outcome.metrics
+        if metrics is None and outcome.exc is not None:
+            metrics = getattr(outcome.exc, "metrics", None)
+        result.update(
+            fidelity=fidelity,
+            metrics=metrics,
+            background=background_metrics,
+            kernel=kernel_counters(ctx, records),
+            marks=ctx.marks,
+            addresses={h: ctx.plan.addresses(h) for h in ctx.plan.hosts},
+        )
+        result["nstat"], result["memory"] = ctx.nstat.result()
+        result["watchdog"] = watchdog.summary() if watchdog else {"setting": "off"}
+        memory_words = stall.memory_diagnosis(
+            result["nstat"],
+            watchdog.tcp_mem_peak if watchdog else 0,
+            result["memory"].get("end", {}).get("tcp_mem_pages"),
+        )
+        if memory_words:
+            result["memory_diagnosis"] = memory_words
+        if outcome.stalled:
+            reason = watchdog.reason + (f"; {memory_words}" if memory_words else "")
+            result.update(status=st.RESULT_STALLED, reason=reason, stall=watchdog.info)
+            if outcome.exc is not None:  # what the stopped workload said; the reason stays
+                result["workload_error"] = error_text(outcome.exc)
+            return 1
+        if outcome.exc is not None:
+            error = error_text(outcome.exc)
+            seen = watchdog.observation() if watchdog else ""
+            if seen:
+                error += f"; stall watchdog: {seen}"
+            result.update(error=error, traceback=outcome.traceback)
+            return 1
+        result["status"] = st.RESULT_OK
+        return 0
+    except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
+        error = f"{type(exc).__name__}: {exc}"
+        if outcome is not None and outcome.stalled and ctx.watchdog is not None:
+            # the watchdog's reason stays the run's; this failure came after it
+            result.update(status=st.RESULT_STALLED, reason=ctx.watchdog.reason,
+                          stall=ctx.watchdog.info, agent_error=error)  # fmt: skip
+        elif outcome is not None and outcome.exc is not None:
+            result.update(error=f"{error_text(outcome.exc)}; then {error}",
+                          traceback=outcome.traceback + traceback.format_exc())  # fmt: skip
+        else:
+            result.update(error=error, traceback=traceback.format_exc())
+        ctx.log(traceback.format_exc())
+        return 1
+    finally:
+        if ctx.watchdog is not None and ctx.watchdog.thread.is_alive():
+            ctx.watchdog.stop()
+        result["finished"] = time.time()
+        atomic_write(run_dir / RESULT, json.dumps(result, indent=1, default=str))
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = argv if argv is not None else sys.argv[1:]
+    if len(argv) != 1:
+        print("usage: python -m mptlab.guest.agent RUN_DIR", file=sys.stderr)
+        return 2
+    return run(Path(argv[0]))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,301 @@
+"""Sample TCP subflows and MPTCP connections through sock_diag (what ``ss``
+reads), inside the guest, in one network namespace.
+
+    ip netns exec client python -m mptlab.guest.sampler OUT_PREFIX --ss 0.1 --mptcp 0.01
+
+writes ``OUT_PREFIX-subflows.csv`` (every TCP socket every ``--ss`` seconds:
+cwnd, sRTT, in-flight, retransmissions, bytes, and the MPTCP subflow
+counters of patch 0002) and ``OUT_PREFIX-mptcp.csv`` (every MPTCP connection
+every ``--mptcp`` seconds: OFO queue now/max, bytes sent/reinjected/acked/
+received, scheduler).  One netlink dump per sample, no process per sample.
+A sample still costs the guest a dozen system calls, and a system call in a
+User-Mode Linux guest costs ~70 us of host CPU here: the agent therefore
+samples at 100 ms and gets every OFO change from the kernel tracepoint
+instead (``mptlab.guest.tracepoints``).  Stops on SIGTERM/SIGINT and flushes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import signal
+import socket
+import struct
+import sys
+import threading
+import time
+
+NETLINK_SOCK_DIAG = 4
+SOCK_DIAG_BY_FAMILY = 20
+NLM_F_REQUEST, NLM_F_DUMP = 0x1, 0x300
+NLMSG_ERROR, NLMSG_DONE = 2, 3
+INET_DIAG_INFO = 2
+INET_DIAG_ULP_INFO = 19
+INET_DIAG_REQ_PROTOCOL = 3
+INET_ULP_INFO_MPTCP = 3
+IPPROTO_MPTCP = 262
+TCP_LISTEN, TCP_TIME_WAIT = 10, 6
+
+_NLMSG = struct.Struct("=IHHII")
+_REQ = struct.Struct("=BBBBI2s2s16s16sI8s")  # inet_diag_req_v2 (sockid inline)
+_MSG = struct.Struct("=BBBB2s2s16s16sI8sIIIII")  # inet_diag_msg
+_RTA = struct.Struct("=HH")
+
+# struct tcp_info (append-only since Linux 4.x; these offsets hold for 6.1 and 6.12)
+TCP_INFO = {
+    "rto": (8, "I"), "unacked": (24, "I"), "sacked": (28, "I"), "lost": (32, "I"),
+    "retrans": (36, "I"), "pmtu": (60, "I"), "srtt_us": (68, "I"), "rttvar_us": (72, "I"),
+    "ssthresh": (76, "I"), "cwnd": (80, "I"), "total_retrans": (100, "I"),
+    "pacing_rate": (104, "Q"), "bytes_acked": (120, "Q"), "bytes_received": (128, "Q"),
+    "notsent_bytes": (144, "I"), "min_rtt_us": (148, "I"), "delivery_rate": (160, "Q"),
+    "bytes_sent": (200, "Q"), "bytes_retrans": (208, "Q"), "snd_wnd": (228, "I"),
+}  # fmt: skip
+# struct mptcp_info of Linux 6.12 with the mptlab extension (patch 0002),
+# offsets checked with offsetof() against the patched uapi header.  The
+# connection counters are upstream's: bytes_sent counts new data only,
+# bytes_reinjected is upstream's mptcpi_bytes_retrans (every MPTCP-level
+# re-send); the OFO fields and the scheduler name are appended by mptlab.
+MPTCP_INFO = {
+    "subflows": (0, "B"), "token": (12, "I"), "write_seq": (16, "Q"), "snd_una": (24, "Q"),
+    "rcv_nxt": (32, "Q"), "bytes_reinjected": (48, "Q"), "bytes_sent": (56, "Q"),
+    "bytes_received": (64, "Q"), "bytes_acked": (72, "Q"), "ofo_bytes": (96, "Q"),
+    "ofo_bytes_max": (104, "Q"), "ofo_segs": (112, "I"), "ofo_segs_max": (116, "I"),
+}  # fmt: skip
+MPTCP_SCHEDULER = (120, 16)
+SUBFLOW_ATTRS = {1: ("token_rem", "I"), 2: ("token_loc", "I"), 9: ("id_rem", "B"),
+                 10: ("id_loc", "B"), 12: ("mptcp_bytes_sent", "Q"), 13: ("mptcp_bytes_reinjected", "Q")}  # fmt: skip
+
+SUBFLOW_COLUMNS = ["t", "saddr", "sport", "daddr", "dport", "state", "token_loc", "token_rem",
+                   "id_loc", "id_rem", *TCP_INFO, "mptcp_bytes_sent", "mptcp_bytes_reinjected"]  # fmt: skip
+MPTCP_COLUMNS = ["t", "saddr", "sport", "daddr", "dport", *MPTCP_INFO, "scheduler"]
+
+
+def _attrs(data: bytes):
+    off = 0
+    while off + 4 <= len(data):
+        length, kind = _RTA.unpack_from(data, off)
+        if length < 4:
+            break
+        yield kind & 0x3FFF, data[off + 4 : off + length]
+        off += (length + 3) & ~3
+
+
+def _fields(blob: bytes, table: dict) -> dict:
+    out = {}
+    for name, (offset, fmt) in table.items():
+        size = struct.calcsize(fmt)
+        out[name] = (
+            struct.unpack_from("=" + fmt, blob, offset)[0] if offset + size <= len(blob) else ""
+        )
+    return out
+
+
+class Diag:
+    """A sock_diag netlink socket in the current network namespace."""
+
+    def __init__(self):
+        self.sock = socket.socket(socket.AF_NETLINK, socket.SOCK_DGRAM, NETLINK_SOCK_DIAG)
+        self.sock.bind((0, 0))
+        self.seq = 0
+
+    def dump(self, protocol: int) -> list[tuple[tuple, int, dict]]:
+        """[(addresses, state, attributes)] for the IPv4 and IPv6 sockets of
+        ``protocol`` (v4-mapped IPv6 addresses, e.g. of a dual-stack server,
+        are shown as IPv4)."""
+        return self._dump(socket.AF_INET, protocol) + self._dump(socket.AF_INET6, protocol)
+
+    @staticmethod
+    def _addr(family: int, raw: bytes) -> str:
+        if family == socket.AF_INET:
+            return socket.inet_ntoa(raw[:4])
+        if raw[:12] == b"\0" * 10 + b"\xff\xff":
+            return socket.inet_ntoa(raw[12:16])
+        return socket.inet_ntop(socket.AF_INET6, raw)
+
+    def _dump(self, family: int, protocol: int) -> list[tuple[tuple, int, dict]]:
+        self.seq += 1
+        proto8 = protocol if protocol < 256 else socket.IPPROTO_TCP
+        req = _REQ.pack(family, proto8, 1 << (INET_DIAG_INFO - 1), 0, 0xFFFFFFFF,
+                        b"\0" * 2, b"\0" * 2, b"\0" * 16, b"\0" * 16, 0, b"\xff" * 8)  # fmt: skip
+        if protocol >= 256:
+            req += _RTA.pack(8, INET_DIAG_REQ_PROTOCOL) + struct.pack("=I", protocol)
+        msg = _NLMSG.pack(
+            _NLMSG.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0
+        )
+        self.sock.send(msg + req)
+        out = []
+        while True:
+            data = self.sock.recv(1 << 20)
+            off = 0
+            while off + _NLMSG.size <= len(data):
+                length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(data, off)
+                if kind == NLMSG_DONE:
+                    return out
+                if kind == NLMSG_ERROR:
+                    err = struct.unpack_from("=i", data, off + _NLMSG.size)[0]
+                    raise OSError(-err, f"sock_diag dump failed: {err}")
+                body = data[off + _NLMSG.size : off + length]
+                fields = _MSG.unpack_from(body)
+                state = fields[1]
+                sport, dport = struct.unpack(">H", fields[4])[0], struct.unpack(">H", fields[5])[0]
+                addrs = (
+                    self._addr(family, fields[6]),
+                    sport,
+                    self._addr(family, fields[7]),
+                    dport,
+                )
+                attrs = dict(_attrs(body[_MSG.size :]))
+                out.append((addrs, state, attrs))
+                off += (length + 3) & ~3
+
+
+def subflow_rows(diag: Diag, now: float) -> list[list]:
+    rows = []
+    for addrs, state, attrs in diag.dump(socket.IPPROTO_TCP):
+        if state in (TCP_LISTEN, TCP_TIME_WAIT) or INET_DIAG_INFO not in attrs:
+            continue
+        info = _fields(attrs[INET_DIAG_INFO], TCP_INFO)
+        mp = {name: "" for name, _ in SUBFLOW_ATTRS.values()}
+        for kind, nested in _attrs(attrs.get(INET_DIAG_ULP_INFO, b"")):
+            if kind != INET_ULP_INFO_MPTCP:
+                continue
+            for akind, value in _attrs(nested):
+                if akind in SUBFLOW_ATTRS:
+                    name, fmt = SUBFLOW_ATTRS[akind]
+                    mp[name] = struct.unpack_from("=" + fmt, value)[0]
+        rows.append([round(now, 6), *addrs, state, mp["token_loc"], mp["token_rem"], mp["id_loc"], mp["id_rem"],
+                     *info.values(), mp["mptcp_bytes_sent"], mp["mptcp_bytes_reinjected"]])  # fmt: skip
+    return rows
+
+
+def mptcp_rows(diag: Diag, now: float) -> list[list]:
+    rows = []
+    for addrs, state, attrs in diag.dump(IPPROTO_MPTCP):
+        if state == TCP_LISTEN or INET_DIAG_INFO not in attrs:
+            continue
+        blob = attrs[INET_DIAG_INFO]
+        info = _fields(blob, MPTCP_INFO)
+        off, size = MPTCP_SCHEDULER
+        sched = blob[off : off + size].split(b"\0")[0].decode() if len(blob) >= off + size else ""
+        rows.append([round(now, 6), *addrs, *info.values(), sched])
+    return rows
+
+
+def run(
+    prefix: str | None,
+    ss_interval: float | None,
+    mptcp_interval: float | None,
+    duration: float | None = None,
+    stop: threading.Event | None = None,
+    targets: list[tuple[str, Diag]] | None = None,
+    lateness: list[float] | None = None,
+) -> None:
+    """Sample until ``stop`` is set (or ``duration`` s have passed).
+
+    ``targets`` lists (output prefix, Diag) pairs sampled in turn by this one
+    loop (one per network namespace); without it, ``prefix`` with a Diag of
+    the current namespace is the only target.  How late each
+    wakeup came (s) is appended to ``lateness``: a loaded host shows there.
+    """
+    stop = stop or threading.Event()
+    if targets is None:
+        targets = [(prefix, Diag())]
+    files = []
+    jobs = []  # (kind, diag, writer)
+    intervals = {"subflows": ss_interval, "mptcp": mptcp_interval}
+    samplers = {"subflows": subflow_rows, "mptcp": mptcp_rows}
+    columns = {"subflows": SUBFLOW_COLUMNS, "mptcp": MPTCP_COLUMNS}
+    for out_prefix, target_diag in targets:
+        for kind, interval in intervals.items():
+            if interval:
+                f = open(f"{out_prefix}-{kind}.csv", "w", newline="")  # noqa: SIM115
+                files.append(f)
+                writer = csv.writer(f)
+                writer.writerow(columns[kind])
+                jobs.append((kind, target_diag, writer))
+    kinds = {kind for kind, _, _ in jobs}
+    start = time.monotonic()
+    due = {kind: start for kind in kinds}
+    try:
+        while not stop.is_set() and (duration is None or time.monotonic() - start < duration):
+            now_mono = time.monotonic()
+            ready = {kind for kind in kinds if now_mono >= due[kind]}
+            if ready and lateness is not None:
+                lateness.append(now_mono - min(due[kind] for kind in ready))
+            now = time.time()
+            for kind, target_diag, writer in jobs:
+                if kind in ready:
+                    writer.writerows(samplers[kind](target_diag, now))
+            for kind in ready:
+                due[kind] += intervals[kind]
+                if due[kind] < now_mono:  # fell behind: skip, do not burst
+                    due[kind] = now_mono + intervals[kind]
+            next_due = min(due.values()) if due else now_mono + 1
+            stop.wait(max(0.0, next_due - time.monotonic()))
+    finally:
+        for f in files:
+            f.close()
+
+
+class SamplerThread:
+    """``run()`` in one thread of the calling process, sampling every
+    namespace of ``targets`` ({output prefix: netns name}); the netlink
+    sockets are created in their namespaces, no process is spawned."""
+
+    def __init__(
+        self, targets: dict[str, str], ss_interval: float | None, mptcp_interval: float | None
+    ):
+        from .netlab import in_netns
+
+        diags = []
+        for out_prefix, netns in targets.items():
+            with in_netns(netns):
+                diags.append((out_prefix, Diag()))
+        self.stop_event = threading.Event()
+        self.lateness: list[float] = []
+        self.thread = threading.Thread(
+            target=run,
+            args=(None, ss_interval, mptcp_interval),
+            kwargs={"stop": self.stop_event, "targets": diags, "lateness": self.lateness},
+            daemon=True,
+        )
+        self.thread.start()
+
+    def stop(self, timeout: float = 10) -> None:
+        self.stop_event.set()
+        self.thread.join(timeout)
+
+
+def lateness_summary(lateness: list[float]) -> dict:
+    """Timer lateness of the sampling loop in ms: how long the guest waited
+    for the host CPU beyond a due wakeup (median, 99th percentile, max, n)."""
+    if not lateness:
+        return {"n": 0}
+    ms = sorted(v * 1000 for v in lateness)
+
+    def pct(q: float) -> float:
+        return round(ms[min(len(ms) - 1, int(q * (len(ms) - 1) + 0.5))], 3)
+
+    return {"n": len(ms), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": round(ms[-1], 3)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("prefix", help="output path prefix (…-subflows.csv, …-mptcp.csv)")
+    parser.add_argument(
+        "--ss", type=float, default=0.1, help="subflow sampling period in s (0: off)"
+    )
+    parser.add_argument(
+        "--mptcp", type=float, default=0.01, help="connection sampling period in s (0: off)"
+    )
+    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
+    args = parser.parse_args(argv)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    run(args.prefix, args.ss or None, args.mptcp or None, args.duration, stop=stop)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

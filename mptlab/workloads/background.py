@@ -1,0 +1,589 @@
+"""Background traffic with D-ITG between the topology's background pairs.
+
+An experiment's ``background:`` list holds entries like::
+
+    background:
+      - {preset: blest-3g-wlan, tcp_flows: 2, udp_flows: 5, seed: 1}
+      - {preset: fec, pairs: [2], tcp_flows: 1, udp_flows: 1, seed: 7, udp_pps: [395, 600]}
+
+Each entry starts, on every background pair it names (``pairs``, 1-based
+indices into the topology's ``roles.background``; default: all), from the
+pair's sender to its receiver across that pair's bottleneck:
+
+- ``tcp_flows`` rate-limited TCP flows: Poisson packets (exponential
+  inter-departure times) at ``tcp_pps``;
+- ``tcp_greedy`` saturating TCP flows (the sender always has data);
+- ``udp_flows`` UDP on/off flows: Pareto-distributed ON periods,
+  exponentially distributed OFF periods (both truncated to ``on_off``),
+  Poisson packets while ON at the flow's rate (``udp_rate``, or a rate drawn
+  uniformly from ``udp_pps``).
+
+Packet payloads are uniform in ``packet_size`` x [0.6, 1.4] (mean
+``packet_size``).  Each flow gets an RTT drawn uniformly from ``rtt``: the
+part above the path's own RTT is added as delay on the sender's access link
+(one netem class per 5-10 ms RTT step, selected by destination port).
+
+Every packet time and size is drawn here, from ``seed`` (combined with the
+run's seed unless ``seed_per_run: false``), and handed to ``ITGSend`` as
+inter-departure-time and size files (``-Ft``/``-Fs``), so the offered load
+is known exactly and recorded (``traces/background-schedule.json``).
+
+Presets (paper values; what the papers leave open is marked chosen in
+``PRESETS`` and docs/workloads.md): ``blest-3g-wlan``, ``blest-wlan-wlan``,
+``sbd``, ``fec``.
+
+``start(ctx)`` launches the flows; ``stop(ctx)`` stops them and returns per
+pair the configured, scheduled, sent and received load (payload Mbit/s),
+measured from the namespaces' interface and protocol counters.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import random
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from .helpers.common import derive_seed, wait_listening
+from .helpers.common import stop as stop_proc
+from .helpers.types import Duration, Rate, Size
+
+BASE_PORT = 20000  # D-ITG data ports: BASE_PORT + flow index (per run)
+SIGNAL_PORT = 9000
+MAX_FLOWS_PER_SENDER = 400  # ITGSend 2.8.1 crashes above ~500 flows in one script
+SIZE_SPREAD = 0.4  # payload uniform in mean x [1 - spread, 1 + spread] (chosen)
+PARETO_SHAPE = 1.5  # shape of the ON-period Pareto distribution (chosen)
+GREEDY_PPS = 20000  # a rate no bottleneck here can carry: the sender always has data
+UDP_OVERHEAD = 14 + 20 + 8  # Ethernet + IPv4 + UDP header bytes per packet
+TCP_OVERHEAD = 14 + 20 + 32  # Ethernet + IPv4 + TCP header with timestamps
+LOAD_TOLERANCE = 0.10  # sent vs scheduled payload beyond this: the run's load_ok is false
+
+
+@dataclass(frozen=True)
+class Preset:
+    source: str
+    tcp_pps: float
+    udp_rate: float | None  # Mbit/s per flow while ON, or
+    udp_pps: tuple[float, float] | None  # per-flow packet rate drawn uniformly from this range
+    packet_size: int
+    rtt: tuple[float, float]  # ms
+    on_off: tuple[float, float]  # ms, bounds of ON and OFF periods
+    chosen: str
+
+
+PRESETS: dict[str, Preset] = {
+    "blest-3g-wlan": Preset(
+        source="Ferlin et al., BLEST (IFIP Networking 2016), Sec. III-3: TCP flows at an exponentially "
+        "distributed mean rate of 157 pps; UDP Pareto-on / exponential-off flows at 100 kbit/s per flow "
+        "(heterogeneous scenario); mean packet size 1000 B; background RTTs 20-100 ms",
+        tcp_pps=157.0,
+        udp_rate=0.1,
+        udp_pps=None,
+        packet_size=1000,
+        rtt=(20.0, 100.0),
+        on_off=(1000.0, 5000.0),
+        chosen="ON/OFF bounds 1-5 s (from the SBD chapter), Pareto shape 1.5, OFF mean 2 s above 1 s, "
+        "uniform packet sizes 600-1400 B, RTT uniform; 100 kbit/s read as the rate while ON",
+    ),
+    "blest-wlan-wlan": Preset(
+        source="Ferlin et al., BLEST, Sec. III-3: as blest-3g-wlan with 500 kbit/s per UDP flow "
+        "(homogeneous scenario)",
+        tcp_pps=157.0,
+        udp_rate=0.5,
+        udp_pps=None,
+        packet_size=1000,
+        rtt=(20.0, 100.0),
+        on_off=(1000.0, 5000.0),
+        chosen="as blest-3g-wlan",
+    ),
+    "sbd": Preset(
+        source="Ferlin PhD thesis Ch. 5 (MPTCP-SBD emulation): TCP 150 pps (exponential); UDP "
+        "50-150 pps, Pareto on / exponential off, on/off intervals 1-5 s; mean packet 1000 B; "
+        "background RTTs 20-80 ms",
+        tcp_pps=150.0,
+        udp_rate=None,
+        udp_pps=(50.0, 150.0),
+        packet_size=1000,
+        rtt=(20.0, 80.0),
+        on_off=(1000.0, 5000.0),
+        chosen="per-flow UDP rate uniform in the range, Pareto shape 1.5, OFF mean 2 s above 1 s, "
+        "uniform packet sizes 600-1400 B",
+    ),
+    "fec": Preset(
+        source="Ferlin PhD thesis Ch. 6 (dFEC emulation): TCP 150 pps (exponential); UDP 395-995 pps, "
+        "Pareto on / exponential off, 1-5 s on/off; mean packet 1000 B; background RTTs 10-100 ms",
+        tcp_pps=150.0,
+        udp_rate=None,
+        udp_pps=(395.0, 995.0),
+        packet_size=1000,
+        rtt=(10.0, 100.0),
+        on_off=(1000.0, 5000.0),
+        chosen="per-flow UDP rate uniform in the range, Pareto shape 1.5, OFF mean 2 s above 1 s, "
+        "uniform packet sizes 600-1400 B; the chapter scales UDP load to each bottleneck and raises "
+        "it for video runs by amounts it does not give: set udp_flows/udp_pps per pair",
+    ),
+}
+
+
+class Params(BaseModel):
+    """One ``background:`` entry.  Unset rate fields take the preset's values."""
+
+    model_config = ConfigDict(extra="forbid")
+    preset: Literal["blest-3g-wlan", "blest-wlan-wlan", "sbd", "fec"]
+    pairs: list[int] | None = Field(None, description="1-based background pairs (default: all)")
+    tcp_flows: int = Field(ge=0, description="rate-limited TCP flows per pair")
+    udp_flows: int = Field(ge=0, description="UDP on/off flows per pair")
+    tcp_greedy: int = Field(0, ge=0, description="saturating TCP flows per pair")
+    seed: int = Field(ge=0, description="seed of every random draw")
+    seed_per_run: bool = Field(
+        True, description="combine seed with the run's seed (repetitions differ)"
+    )
+    tcp_pps: float | None = Field(None, gt=0)
+    udp_rate: Rate | None = Field(None, description="per UDP flow while ON")
+    udp_pps: tuple[float, float] | None = None
+    packet_size: Size | None = Field(None, ge=100, le=1400)
+    rtt: tuple[Duration, Duration] | None = None
+    on_off: tuple[Duration, Duration] | None = None
+    settle: Duration = Field(1000.0, description="wait after starting, before the workload")
+
+    @field_validator("pairs")
+    @classmethod
+    def _pairs(cls, v):
+        if v is not None and (not v or any(p < 1 for p in v)):
+            raise ValueError(
+                "pairs are 1-based indices of the topology's background pairs, e.g. [1, 2]"
+            )
+        return v
+
+    @model_validator(mode="after")
+    def _ranges(self):
+        for name in ("udp_pps", "rtt", "on_off"):
+            value = getattr(self, name)
+            if value is not None and not (0 < value[0] <= value[1]):
+                raise ValueError(
+                    f"{name} must be [low, high] with 0 < low <= high, got {list(value)}"
+                )
+        if self.udp_rate is not None and self.udp_pps is not None:
+            raise ValueError("give udp_rate or udp_pps, not both")
+        if self.tcp_flows + self.udp_flows + self.tcp_greedy == 0:
+            raise ValueError("no flows: set tcp_flows, udp_flows or tcp_greedy")
+        return self
+
+    def resolved(self) -> dict:
+        """The entry with the preset's values filled in."""
+        p = PRESETS[self.preset]
+        udp_rate, udp_pps = self.udp_rate, self.udp_pps
+        if udp_rate is None and udp_pps is None:
+            udp_rate, udp_pps = p.udp_rate, p.udp_pps
+        return {
+            "preset": self.preset,
+            "tcp_pps": self.tcp_pps or p.tcp_pps,
+            "udp_rate": udp_rate,
+            "udp_pps": list(udp_pps) if udp_pps else None,
+            "packet_size": self.packet_size or p.packet_size,
+            "rtt": list(self.rtt or p.rtt),
+            "on_off": list(self.on_off or p.on_off),
+        }
+
+
+# --------------------------------------------------------------- schedules
+@dataclass
+class Flow:
+    entry: int
+    pair: int  # 1-based
+    kind: str  # tcp | udp | greedy
+    port: int
+    seed: int
+    rtt_ms: float
+    pps: float | None = None  # packets/s (while ON for udp)
+    size: int = 1000  # mean payload
+    periods: list[tuple[float, float]] = field(default_factory=list)  # ON periods (s)
+    times: list[float] = field(default_factory=list, repr=False)
+    sizes: list[int] = field(default_factory=list, repr=False)
+
+    def mean_mbps(self, duty: float) -> float | None:
+        if self.kind == "greedy":
+            return None
+        return self.pps * self.size * 8 / 1e6 * (duty if self.kind == "udp" else 1.0)
+
+
+def truncated_pareto(rng: random.Random, shape: float, lo: float, hi: float) -> float:
+    """Inverse-CDF draw of a Pareto(shape, scale=lo) truncated to [lo, hi]."""
+    if hi <= lo:
+        return lo
+    u = rng.random()
+    return (-(u * hi**shape - u * lo**shape - hi**shape) / (hi**shape * lo**shape)) ** (-1 / shape)
+
+
+def truncated_exponential(rng: random.Random, mean: float, lo: float, hi: float) -> float:
+    """lo + an exponential of ``mean`` truncated to [lo, hi] (inverse CDF)."""
+    if hi <= lo:
+        return lo
+    c = 1 - math.exp(-(hi - lo) / mean)
+    return lo - mean * math.log(1 - rng.random() * c)
+
+
+def on_off_means(lo: float, hi: float) -> tuple[float, float]:
+    """Expected ON and OFF period lengths for bounds [lo, hi] (same units)."""
+    a = PARETO_SHAPE
+    if hi <= lo:
+        return lo, lo
+    norm = 1 - (lo / hi) ** a
+    mean_on = (a * lo**a / norm) * (hi ** (1 - a) - lo ** (1 - a)) / (1 - a)
+    m = (hi - lo) / 2
+    c = 1 - math.exp(-(hi - lo) / m)
+    mean_off = lo + m - (hi - lo) * math.exp(-(hi - lo) / m) / c
+    return mean_on, mean_off
+
+
+def on_periods(
+    rng: random.Random, lo: float, hi: float, horizon: float
+) -> list[tuple[float, float]]:
+    """ON periods (s) up to ``horizon``: a random phase (first ON starts
+    uniformly in [0, hi]), then Pareto ON / exponential OFF (chosen: OFF
+    mean (hi - lo) / 2 above lo)."""
+    t = rng.uniform(0, hi)
+    out = []
+    while t < horizon:
+        on = truncated_pareto(rng, PARETO_SHAPE, lo, hi)
+        out.append((t, min(horizon, t + on)))
+        t += on + truncated_exponential(rng, (hi - lo) / 2, lo, hi)
+    return out
+
+
+def poisson_times(rng: random.Random, pps: float, start: float, end: float) -> list[float]:
+    out = []
+    t = start + rng.expovariate(pps)
+    while t < end:
+        out.append(t)
+        t += rng.expovariate(pps)
+    return out
+
+
+def make_flows(entries: list[Params], n_pairs: int, run_seed: int, horizon_s: float,
+               base_rtt_ms: dict[int, float]) -> list[Flow]:  # fmt: skip
+    """Every flow of every entry on every pair it names, with its packets
+    (times in s from the start, payload sizes) for non-greedy flows."""
+    flows: list[Flow] = []
+    for e, entry in enumerate(entries):
+        r = entry.resolved()
+        seed = (
+            derive_seed(entry.seed, run_seed, e)
+            if entry.seed_per_run
+            else derive_seed(entry.seed, e)
+        )
+        rng = random.Random(seed)
+        pairs = entry.pairs or list(range(1, n_pairs + 1))
+        for pair in pairs:
+            if pair > n_pairs:
+                raise ValueError(
+                    f"background entry {e + 1}: pair {pair}, but the topology has {n_pairs} pair(s)"
+                )
+            kinds = (
+                ["tcp"] * entry.tcp_flows
+                + ["udp"] * entry.udp_flows
+                + ["greedy"] * entry.tcp_greedy
+            )
+            for kind in kinds:
+                fseed = rng.getrandbits(32)
+                frng = random.Random(fseed)
+                rtt = max(base_rtt_ms.get(pair, 0.0), frng.uniform(*r["rtt"]))
+                size = r["packet_size"]
+                flow = Flow(entry=e + 1, pair=pair, kind=kind, port=BASE_PORT + len(flows), seed=fseed,
+                            rtt_ms=rtt, size=size)  # fmt: skip
+                if kind == "tcp":
+                    flow.pps = r["tcp_pps"]
+                    flow.periods = [(0.0, horizon_s)]
+                elif kind == "udp":
+                    if r["udp_rate"]:
+                        flow.pps = r["udp_rate"] * 1e6 / 8 / size
+                    else:
+                        flow.pps = frng.uniform(*r["udp_pps"])
+                    lo, hi = (x / 1000 for x in r["on_off"])
+                    flow.periods = on_periods(frng, lo, hi, horizon_s)
+                if kind != "greedy":
+                    lo_size = max(1, round(size * (1 - SIZE_SPREAD)))
+                    hi_size = round(size * (1 + SIZE_SPREAD))
+                    for a, b in flow.periods:
+                        flow.times += poisson_times(frng, flow.pps, a, b)
+                    flow.sizes = [frng.randint(lo_size, hi_size) for _ in flow.times]
+                flows.append(flow)
+    return flows
+
+
+def scheduled_bytes(flow: Flow, t0: float, t1: float) -> int:
+    """Payload bytes the flow's schedule sends in [t0, t1) (s from the start)."""
+    return sum(s for t, s in zip(flow.times, flow.sizes, strict=True) if t0 <= t < t1)
+
+
+def idt_lines(times: list[float]) -> str:
+    """D-ITG ``-Ft`` file: inter-departure times in ms with microsecond
+    resolution; packet k leaves after the sum of the first k values.  D-ITG
+    rejects 0, so packets drawn within the same microsecond are 1 us apart."""
+    out, prev = [], 0
+    for t in times:
+        us = max(prev + 1, round(t * 1e6))
+        out.append(f"{(us - prev) / 1000:.3f}")
+        prev = us
+    return "\n".join(out) + "\n"
+
+
+def itgsend_line(flow: Flow, dest: str, files: Path, horizon_ms: int) -> str:
+    if flow.kind == "greedy":
+        return f"-a {dest} -rp {flow.port} -T TCP -C {GREEDY_PPS} -c 1448 -t {horizon_ms}"
+    idt = files / f"flow{flow.port}.idt"
+    sizes = files / f"flow{flow.port}.size"
+    idt.write_text(idt_lines(flow.times) if flow.times else f"{horizon_ms + 1000}\n")
+    sizes.write_text("\n".join(map(str, flow.sizes or [flow.size])) + "\n")
+    proto = "TCP" if flow.kind == "tcp" else "UDP"
+    return f"-a {dest} -rp {flow.port} -T {proto} -Ft {idt} -Fs {sizes} -t {horizon_ms}"
+
+
+# ------------------------------------------------------------- counters
+def _counters(ns: str, dev: str) -> dict:
+    """Interface bytes/packets and UDP/TCP segment counts of namespace ``ns``."""
+    from mptlab.guest.netlab import in_netns
+
+    with in_netns(ns):
+        net_dev = Path("/proc/thread-self/net/dev").read_text()
+        snmp = Path("/proc/thread-self/net/snmp").read_text()
+    out = {}
+    for line in net_dev.splitlines()[2:]:
+        name, data = line.split(":", 1)
+        if name.strip() == dev:
+            v = data.split()
+            out.update(
+                rx_bytes=int(v[0]), rx_packets=int(v[1]), tx_bytes=int(v[8]), tx_packets=int(v[9])
+            )
+    rows = [ln.split() for ln in snmp.splitlines()]
+    for head, vals in zip(rows[::2], rows[1::2], strict=False):
+        table = dict(zip(head[1:], vals[1:], strict=False))
+        if head[0] == "Udp:":
+            out.update(udp_in=int(table["InDatagrams"]), udp_out=int(table["OutDatagrams"]))
+        elif head[0] == "Tcp:":
+            out.update(tcp_in=int(table["InSegs"]), tcp_out=int(table["OutSegs"]))
+    out["t"] = time.time()
+    return out
+
+
+def payload_bytes(before: dict, after: dict, direction: str) -> tuple[int, int]:
+    """(payload bytes, wire bytes) between two counter readings: interface
+    bytes minus Ethernet/IP/transport headers per UDP datagram and TCP segment."""
+    d = {k: after[k] - before[k] for k in before if k != "t"}
+    wire = d[f"{direction}_bytes"]
+    udp, tcp = (
+        d[f"udp_{'in' if direction == 'rx' else 'out'}"],
+        d[f"tcp_{'in' if direction == 'rx' else 'out'}"],
+    )
+    return max(0, wire - udp * UDP_OVERHEAD - tcp * TCP_OVERHEAD), wire
+
+
+# ------------------------------------------------------------------ guest
+def _pairs(ctx) -> list:
+    return list(ctx.topology.roles.background)
+
+
+def _access(ctx, host: str):
+    """(interface, link) of a single-homed host's access link."""
+    for link in ctx.plan.links:
+        if host in (link.a, link.b):
+            return ctx.net.hosts[host].interfaces[0], link
+    raise RuntimeError(f"background host {host} has no link")
+
+
+def base_rtt(ctx, pair) -> float:
+    """The pair's path RTT without the per-flow extra: its bottleneck link
+    (``pathN``) plus the two access links."""
+    rtt = 0.0
+    for link in ctx.plan.links:
+        if (
+            link.label == f"path{pair.path}"
+            or pair.sender in (link.a, link.b)
+            or pair.receiver in (link.a, link.b)
+        ):
+            rtt += sum(s.delay_ms for s in (link.a_to_b, link.b_to_a) if s is not None)
+    return rtt
+
+
+def rtt_classes(flows: list[Flow], base: float, max_classes: int = 15) -> dict[int, float]:
+    """port -> extra one-way delay (ms) on the sender side, rounded to a step
+    so that at most ``max_classes`` netem classes are needed."""
+    extras = {f.port: max(0.0, f.rtt_ms - base) for f in flows}
+    if not extras:
+        return {}
+    step = 5.0
+    while len({round(x / step) for x in extras.values() if x > 0}) > max_classes:
+        step *= 2
+    return {port: round(x / step) * step for port, x in extras.items()}
+
+
+def _tc_rtt_lines(dev: str, delays: dict[int, float]) -> list[str]:
+    values = sorted({d for d in delays.values() if d > 0})
+    if not values:
+        return []
+    lines = [
+        f"qdisc add dev {dev} root handle 1: prio bands {len(values) + 1} priomap "
+        + " ".join(["0"] * 16)
+    ]
+    for k, d in enumerate(values, start=2):
+        lines.append(
+            f"qdisc add dev {dev} parent 1:{k} handle {k + 10}: netem delay {d:g}ms limit 100000"
+        )
+    band = {d: k for k, d in enumerate(values, start=2)}
+    for port, d in sorted(delays.items()):
+        if d > 0:
+            lines.append(
+                f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match ip dport {port} 0xffff flowid 1:{band[d]}"
+            )
+    return lines
+
+
+def start(ctx) -> None:
+    entries = [Params.model_validate(e) for e in ctx.spec.config["background"]]
+    pairs = _pairs(ctx)
+    if not pairs:
+        raise RuntimeError(
+            "the experiment has background entries, but the topology has no background pairs"
+        )
+    horizon_s = ctx.config.timeout / 1000
+    horizon_ms = int(ctx.config.timeout)
+    bases = {i + 1: base_rtt(ctx, p) for i, p in enumerate(pairs)}
+    flows = make_flows(entries, len(pairs), ctx.spec.seed, horizon_s, bases)
+    files = Path(
+        "/tmp/mptlab-background"
+    )  # the guest's tmpfs; the schedule summary goes to traces/
+    files.mkdir(parents=True, exist_ok=True)
+    state = {"flows": flows, "recv": [], "send": [], "pairs": {}, "rtt": {}}
+    ctx.background_state = state
+    used = sorted({f.pair for f in flows})
+    for n in used:
+        pair = pairs[n - 1]
+        dest = ctx.plan.addresses(pair.receiver)[0]
+        dev_s, _ = _access(ctx, pair.sender)
+        dev_r, _ = _access(ctx, pair.receiver)
+        mine = [f for f in flows if f.pair == n]
+        delays = rtt_classes(mine, bases[n])
+        lines = _tc_rtt_lines(dev_s, delays)
+        if lines:
+            try:
+                ctx.net.batch(pair.sender, "tc", lines)
+                state["rtt"][n] = delays
+            except Exception as exc:  # noqa: BLE001 - e.g. a shaped access link: keep the path RTT
+                ctx.log(f"background: per-flow RTTs not emulated on pair {n}: {exc}")
+        out = open(ctx.trace_dir / f"ditg-bg{n}-recv.out", "w")  # noqa: SIM115
+        recv = ctx.net.popen(pair.receiver, ["ITGRecv"], stdout=out, stderr=subprocess.STDOUT)
+        state["recv"].append((recv, out))
+        wait_listening(ctx.net.ns(pair.receiver), SIGNAL_PORT, recv)
+        state["pairs"][n] = {"sender": pair.sender, "receiver": pair.receiver, "path": pair.path,
+                             "dev_s": dev_s, "dev_r": dev_r}  # fmt: skip
+        for k in range(0, len(mine), MAX_FLOWS_PER_SENDER):
+            script = files / f"pair{n}-{k // MAX_FLOWS_PER_SENDER}.itg"
+            script.write_text("".join(itgsend_line(f, dest, files, horizon_ms) + "\n"
+                                      for f in mine[k : k + MAX_FLOWS_PER_SENDER]))  # fmt: skip
+            out = open(ctx.trace_dir / f"ditg-bg{n}-send{k // MAX_FLOWS_PER_SENDER}.out", "w")  # noqa: SIM115
+            send = ctx.net.popen(pair.sender, ["ITGSend", str(script)],
+                                 stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+            state["send"].append((send, out))
+        ctx.log(f"background: pair {n} ({pair.sender} -> {pair.receiver}): {len(mine)} flows")
+    state["t_launch"] = time.time()
+    time.sleep(max(e.settle for e in entries) / 1000)
+    state["t_start"] = time.time()
+    for info in state["pairs"].values():
+        info["before_s"] = _counters(ctx.net.ns(info["sender"]), info["dev_s"])
+        info["before_r"] = _counters(ctx.net.ns(info["receiver"]), info["dev_r"])
+    for proc, _ in state["send"]:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"ITGSend exited early ({proc.returncode}); see traces/ditg-bg*-send*.out"
+            )
+    _write_schedule(ctx, entries, flows, state)
+    ctx.mark("background_start")
+
+
+def _write_schedule(ctx, entries: list[Params], flows: list[Flow], state: dict) -> None:
+    record = {
+        "entries": [{**e.model_dump(mode="json"), "resolved": e.resolved()} for e in entries],
+        "run_seed": ctx.spec.seed,
+        "flows": [
+            {k: v for k, v in asdict(f).items() if k not in ("times", "sizes")}
+            | {
+                "packets": len(f.times),
+                "bytes": sum(f.sizes),
+                "extra_delay_ms": state["rtt"].get(f.pair, {}).get(f.port, 0.0),
+            }  # fmt: skip
+            for f in flows
+        ],
+    }
+    (ctx.trace_dir / "background-schedule.json").write_text(json.dumps(record, indent=1))
+
+
+def stop(ctx) -> dict:
+    state = getattr(ctx, "background_state", None)
+    if state is None:
+        return {}
+    t_stop = time.time()
+    after = {n: (_counters(ctx.net.ns(i["sender"]), i["dev_s"]), _counters(ctx.net.ns(i["receiver"]), i["dev_r"]))
+             for n, i in state["pairs"].items()}  # fmt: skip
+    for proc, out in state["send"]:
+        stop_proc(proc, signal.SIGKILL, timeout=5)  # ITGSend's own shutdown takes ~1 s per flow
+        out.close()
+    for proc, out in state["recv"]:
+        stop_proc(proc, signal.SIGINT, timeout=5)
+        out.close()
+    ctx.mark("background_end")
+    flows: list[Flow] = state["flows"]
+    t0 = state["t_start"] - state["t_launch"]
+    t1 = t_stop - state["t_launch"]
+    window = t_stop - state["t_start"]
+    entries = [Params.model_validate(e) for e in ctx.spec.config["background"]]
+    pairs_out = []
+    for n, info in sorted(state["pairs"].items()):
+        mine = [f for f in flows if f.pair == n]
+        configured = 0.0
+        for f in mine:
+            r = entries[f.entry - 1].resolved()
+            on, off = on_off_means(*r["on_off"])
+            mbps = f.mean_mbps(on / (on + off))
+            configured += mbps or 0.0
+        sent, _ = payload_bytes(info["before_s"], after[n][0], "tx")
+        received, wire = payload_bytes(info["before_r"], after[n][1], "rx")
+        scheduled = sum(scheduled_bytes(f, t0, t1) for f in mine)
+        ratio = sent / scheduled if scheduled else None
+        if ratio is not None and abs(ratio - 1) > LOAD_TOLERANCE:
+            ctx.log(f"background: pair {n} sent {ratio:.2f} x its schedule (D-ITG does not catch up "
+                    "after the guest was descheduled: an overloaded host?)")  # fmt: skip
+        pairs_out.append(
+            {
+                "pair": n,
+                "sender": info["sender"],
+                "receiver": info["receiver"],
+                "path": info["path"],
+                "flows": {k: sum(f.kind == k for f in mine) for k in ("tcp", "udp", "greedy")},
+                "window_s": window,
+                "configured_mbps": configured,
+                "scheduled_mbps": scheduled * 8 / window / 1e6,
+                "sent_mbps": sent * 8 / window / 1e6,
+                "received_mbps": received * 8 / window / 1e6,
+                "received_wire_mbps": wire * 8 / window / 1e6,
+                "received_pps": (after[n][1]["rx_packets"] - info["before_r"]["rx_packets"])
+                / window,
+                "sent_vs_scheduled": ratio,
+                "load_ok": None if ratio is None else abs(ratio - 1) <= LOAD_TOLERANCE,
+                "extra_delay_ms": sorted(set(state["rtt"].get(n, {}).values())),
+            }
+        )
+    return {
+        "pairs": pairs_out,
+        "seeds": [
+            derive_seed(e.seed, ctx.spec.seed, i) if e.seed_per_run else derive_seed(e.seed, i)
+            for i, e in enumerate(entries)
+        ],
+        "schedule": "traces/background-schedule.json",
+    }

@@ -1,0 +1,198 @@
+"""Bulk transfer with iperf3 (through ``mptcpize`` for MPTCP: Debian's
+iperf3 3.12 has no MPTCP flag).
+
+By bytes (``-n``) or by duration (``-t``); ``download`` makes the server send
+(iperf3 ``-R``).  Metrics, from the receiver's 100 ms intervals:
+
+- ``goodput_mbps``: bytes received after the warm-up divided by that time;
+- ``goodput_total_mbps``, ``bytes_received``, ``duration_s``: whole transfer;
+- ``retransmits``: TCP retransmissions iperf3 reports for the sender.
+
+iperf3's ``-n`` stops counting when the sender has *written* the bytes, so
+for byte-limited runs ``bytes_received`` can fall short of ``bytes`` by
+what was still buffered; both are reported.
+
+When iperf3 fails (its JSON report has an ``error``, e.g. "idle timeout for
+receiving data", or was cut short), the run fails with iperf3's own words
+(``WorkloadError``), carrying the metrics of the intervals it did report.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from typing import Literal
+
+from .helpers.common import WorkloadError, endpoints, mptcpize
+
+PORT = 5201
+
+
+def _params_model():
+    # pydantic (and mptlab.spec.models) cost ~1 s of host CPU to import in a
+    # UML guest, which never validates: only the host builds this model.
+    from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+    from mptlab.spec.models import Duration, Size
+
+    class Params(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        bytes: Size | None = Field(None, gt=0)
+        duration: Duration | None = Field(None, gt=0)
+        direction: Literal["download", "upload"] = "download"
+
+        @model_validator(mode="after")
+        def _bytes_or_duration(self):
+            if (self.bytes is None) == (self.duration is None):
+                raise ValueError(
+                    "give exactly one of bytes (e.g. '64MiB') or duration (e.g. '90s')"
+                )
+            return self
+
+    return Params
+
+
+def __getattr__(name: str):
+    """``Params`` (the workload interface's model) is built on first use (PEP 562)."""
+    if name == "Params":
+        globals()["Params"] = model = _params_model()
+        return model
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def quick(params: dict) -> dict:
+    """1/8 of the bytes or duration, at least 1 MiB or 5 s."""
+    out = dict(params)
+    if out.get("bytes"):
+        out["bytes"] = max(1 << 20, out["bytes"] // 8)
+    if out.get("duration"):
+        out["duration"] = max(5000.0, out["duration"] / 8)
+    return out
+
+
+def _endpoints(ctx) -> tuple[str, str | None]:
+    """(server address to connect to, client address to bind or None)."""
+    return endpoints(ctx)
+
+
+def command(ctx, dest: str, bind: str | None) -> list[str]:
+    w = ctx.workload
+    args = ["iperf3", "-c", dest, "-p", str(PORT), "-J", "-i", "0.1"]
+    args += ["-n", str(w.bytes)] if w.bytes else ["-t", f"{w.duration / 1000:g}"]
+    if w.direction == "download":
+        args.append("-R")
+    if bind:
+        args += ["-B", bind]
+    return mptcpize(ctx) + args
+
+
+def run(ctx) -> dict:
+    dest, bind = _endpoints(ctx)
+    prefix = mptcpize(ctx)
+    server_log = open(ctx.trace_dir / "iperf3-server.json", "w")  # noqa: SIM115
+    server = ctx.net.popen(ctx.server, prefix + ["iperf3", "-s", "-1", "-p", str(PORT), "-J"],
+                           stdout=server_log, stderr=subprocess.STDOUT)  # fmt: skip
+    ctx.net.wait_listening(ctx.server, PORT)
+    ctx.mark("workload_start")
+    client_cmd = command(ctx, dest, bind)
+    ctx.log("workload: " + " ".join(client_cmd))
+    proc = ctx.net.popen(
+        ctx.client, client_cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    out, err = proc.communicate()
+    ctx.mark("workload_end")
+    try:
+        server.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        server.kill()
+    server_log.close()
+    (ctx.trace_dir / "iperf3-client.json").write_text(out)
+    client = parse_report(out, "iperf3 client")
+    server_report = parse_report(
+        (ctx.trace_dir / "iperf3-server.json").read_text(), "iperf3 server"
+    )
+    # goodput is what the receiver saw: the client downloads, the server receives uploads
+    report = client if ctx.workload.direction == "download" else server_report
+    error = iperf3_error(client, server_report if report is server_report else None,
+                         proc.returncode, err)  # fmt: skip
+    if error:
+        raise WorkloadError(error, metrics=_partial(report, ctx.config.warmup / 1000))
+    return metrics(report, ctx.config.warmup / 1000)
+
+
+def iperf3_error(client: dict | str, receiver: dict | str | None, returncode: int,
+                 stderr: str = "") -> str | None:  # fmt: skip
+    """Why iperf3 failed, in its own words, or None.  iperf3 puts the reason
+    in its JSON report's ``error`` ("idle timeout for receiving data",
+    "unable to connect to server: ...", "interrupt - the client has
+    terminated"); ``receiver``: the server's report when it is the receiver
+    (uploads), else None."""
+    if isinstance(client, dict) and client.get("error"):
+        return f"iperf3: {client['error']}"
+    if isinstance(receiver, dict) and receiver.get("error"):
+        return f"iperf3 server: {receiver['error']}"
+    tail = stderr.strip()[-300:]
+    if isinstance(client, str):
+        return f"{client} (exit status {returncode}{'; ' + tail if tail else ''})"
+    if returncode != 0:
+        return (f"iperf3 client exited with {returncode} without an error in its report"
+                + (f" ({tail})" if tail else ""))  # fmt: skip
+    if isinstance(receiver, str):
+        return receiver
+    return None
+
+
+def parse_report(text: str, who: str) -> dict | str:
+    """iperf3's JSON report, or what is wrong with it (a string)."""
+    if not text.strip():
+        return f"{who} wrote no report"
+    try:
+        report = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return f"{who} report is not JSON ({exc.msg} at char {exc.pos})"
+    return report if isinstance(report, dict) else f"{who} report is not a JSON object"
+
+
+def _partial(report, warmup_s: float) -> dict | None:
+    """The metrics of whatever intervals a failed report holds (None: none)."""
+    if not isinstance(report, dict) or not report.get("intervals"):
+        return None
+    try:
+        return metrics(report, warmup_s)
+    except WorkloadError:
+        return None
+
+
+def metrics(report: dict, warmup_s: float) -> dict:
+    """Goodput and totals from an iperf3 JSON report (receiver view).
+
+    A report without an ``end`` section (iperf3 interrupted) gives the
+    totals of its intervals (no ``bytes_sent``, ``retransmits``);
+    ``WorkloadError`` if there is nothing to measure."""
+    intervals = [
+        iv["sum"] for iv in report.get("intervals", []) if isinstance(iv, dict) and "sum" in iv
+    ]
+    end = report.get("end") or {}
+    received = end.get("sum_received")
+    sent = end.get("sum_sent") or {}
+    if received is None and not intervals:
+        error = f": {report['error']}" if report.get("error") else ""
+        raise WorkloadError(f"iperf3: the report has neither an end section nor intervals{error}")
+    after = [iv for iv in intervals if iv.get("start", 0) >= warmup_s - 1e-9]
+    window_bytes = sum(iv.get("bytes", 0) for iv in after)
+    window_s = sum(iv.get("seconds", 0) for iv in after)
+    if received is None:  # interrupted: the intervals are all there is
+        total = sum(iv.get("bytes", 0) for iv in intervals)
+        seconds = max((iv.get("end", 0) for iv in intervals), default=0)
+        received = {"bytes": total, "seconds": seconds,
+                    "bits_per_second": total * 8 / seconds if seconds else 0.0}  # fmt: skip
+    return {
+        "goodput_mbps": window_bytes * 8 / window_s / 1e6 if window_s > 0 else None,
+        "goodput_total_mbps": received.get("bits_per_second", 0.0) / 1e6,
+        "bytes_received": received.get("bytes"),
+        "bytes_sent": sent.get("bytes"),
+        "duration_s": received.get("seconds"),
+        "retransmits": sent.get("retransmits"),
+        "analysis_window_s": window_s,
+        "interval_bytes": [iv.get("bytes") for iv in intervals],
+    }
