@@ -72,9 +72,9 @@ def one(k):
     net = Net(prefix=f"r{k}-")
     cli, srv = net.add_host("cli"), net.add_host("srv")
     net.add_link(cli, srv, "10.0.0.1/24", "10.0.0.2/24",
-                 Shape(rate_mbit=25, delay_ms=12.5, loss_pct=1.0, queue=Queue(packets=100)))
+                 Shape(rate=25, delay=12.5, loss=1.0, queue=Queue(packets=100)))
     net.add_link(cli, srv, "10.1.0.1/24", "10.1.0.2/24",
-                 Shape(rate_mbit=5, delay_ms=32.5, queue=Queue(packets=3750)))
+                 Shape(rate=5, delay=32.5, queue=Queue(packets=3750)))
     net.build()
     net.mptcp_client_paths(cli)
     for h in (cli, srv):

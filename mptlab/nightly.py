@@ -1,7 +1,7 @@
 """Nightly regression runs: run a campaign, compare it with the accepted baseline,
 keep a history.
 
-    mptlab nightly NAME [--reps 5 --quick --jobs 2]   # run, compare, record
+    mptlab nightly NAME [--reps 5 --quick --jobs 2]   # run (in this process), compare, record
     mptlab nightly --accept [STAMP]                   # make a run (default: the latest) the baseline
 
 Layout under ``--root`` (default ``results/nightly``)::
@@ -21,32 +21,31 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import subprocess
 import sys
 from pathlib import Path
 
-from mptlab.campaign.kernel import REPO_ROOT
-
+from . import api, home
 from .analysis import compare as cmp
 from .analysis import report
+from .campaign.cluster import ClusterError
+from .campaign.kernel import KernelNotBuilt
+from .campaign.provenance import git_commit
+from .rundir import CampaignDir
 
 
 def default_root() -> Path:
-    return REPO_ROOT / "results" / "nightly"
+    return home.results_dir() / "nightly"
+
+
+def default_rules() -> Path:
+    return home.data("compare-rules.yaml")
 
 
 def _campaign_of(night: Path) -> Path:
-    camps = sorted(p for p in night.iterdir() if p.is_dir() and (p / "campaign.json").exists())
+    camps = sorted(p for p in night.iterdir() if p.is_dir() and CampaignDir(p).info() is not None)
     if not camps:
         raise FileNotFoundError(f"{night}: holds no campaign (no */campaign.json)")
     return camps[0]
-
-
-def _git_commit() -> str:
-    p = subprocess.run(
-        ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-    )
-    return p.stdout.strip() if p.returncode == 0 else "unknown"
 
 
 def read_baseline(root: Path) -> Path | None:
@@ -55,7 +54,7 @@ def read_baseline(root: Path) -> Path | None:
         return None
     rel = f.read_text().strip()
     path = root / rel
-    if not (path / "campaign.json").exists():
+    if CampaignDir(path).info() is None:
         raise FileNotFoundError(f"{f}: names {rel!r}, which holds no campaign.json; "
                                 "accept another run with `mptlab nightly --accept STAMP`")  # fmt: skip
     return path
@@ -90,34 +89,45 @@ def _history(root: Path, entry: dict) -> None:
         f.write(json.dumps(entry) + "\n")
 
 
-def run(name: str, root: Path, run_args: list[str], rules: Path | None, strict: bool = False,
-        pcap: bool = True) -> int:  # fmt: skip
-    """One night: returns 0 (pass or new baseline), 1 (regression), 2 (could not run)."""
+def run(
+    experiment: api.Experiment,
+    root: Path,
+    *,
+    rules: Path | None = None,
+    strict: bool = False,
+    pcap: bool = True,
+    **run_options,
+) -> int:
+    """One night: run ``experiment`` (``run_options``: those of ``mptlab.run``),
+    report, compare with the baseline; returns 0 (pass or new baseline), 1
+    (regression), 2 (could not run)."""
     root.mkdir(parents=True, exist_ok=True)
     stamp = dt.datetime.now(dt.UTC).strftime("%Y%m%d-%H%M%S")
     night = root / stamp
-    cmd = [sys.executable, "-m", "mptlab.cli", "run", name, "--out", str(night), *run_args]
-    print("nightly: " + " ".join(cmd[2:]), flush=True)
-    proc = subprocess.run(cmd, cwd=REPO_ROOT)
+    name = experiment.name
+    commit = git_commit()
+    print(f"nightly: {name} -> {night}", flush=True)
     try:
+        results = api.run(experiment, out=night, **run_options)
+        run_exit = 1 if results.report and results.report.failed else 0
         camp = _campaign_of(night)
-    except FileNotFoundError as exc:
-        _history(root, {"stamp": stamp, "experiment": name, "commit": _git_commit(), "verdict": "error",
-                        "error": f"campaign did not run (exit {proc.returncode})"})  # fmt: skip
+    except (KernelNotBuilt, ClusterError, FileNotFoundError) as exc:
+        _history(root, {"stamp": stamp, "experiment": name, "commit": commit, "verdict": "error",
+                        "error": f"campaign did not run: {exc}"})  # fmt: skip
         print(f"nightly: {exc}", file=sys.stderr)
         return 2
     html = report.build(camp, out=night / "report.html", pcap=pcap)
     print(f"nightly: report {html}")
     baseline = read_baseline(root)
     entry = {"stamp": stamp, "experiment": name, "campaign": str(camp.relative_to(root)),
-             "commit": _git_commit(), "run_exit": proc.returncode}  # fmt: skip
+             "commit": commit, "run_exit": run_exit}  # fmt: skip
     if baseline is None:
         (root / "baseline").write_text(str(camp.relative_to(root)) + "\n")
         entry.update(verdict="baseline", baseline=str(camp.relative_to(root)))
         _history(root, entry)
         print(f"nightly: no baseline yet; {camp.relative_to(root)} is now the baseline")
         return 0
-    rule_list = cmp.load_rules(rules or REPO_ROOT / "compare-rules.yaml")
+    rule_list = cmp.load_rules(rules or default_rules())
     res = cmp.compare(baseline, camp, rule_list, strict=strict, pcap=pcap)
     text = cmp.render(res)
     (night / "compare.txt").write_text(f"baseline {baseline}\ncurrent  {camp}\n\n{text}\n")

@@ -1,18 +1,188 @@
-"""One run, fully expanded: what the host hands to the guest in ``spec.json``.
+"""The run dir: the one contract between the host, the guest and the analysis.
 
-Plain data only (no pydantic), so that the guest agent starts fast: the host
-validates and plans, the guest executes.
+A campaign dir (``results/<experiment>/`` by default) holds::
+
+    campaign.json                 what was asked: runs, order, seed, provenance
+    runs/<variant>/rep-NNN/       one run dir per run (self-describing):
+        spec.json                 the fully expanded run (``RunSpec``), by the host
+        guest-entry.sh            what the guest runs, by the host
+        console.log               the kernel console, by the boot harness
+        guest.log guest-exit-code the entry's output and exit status, by the guest's init
+        agent.log                 the guest agent's log
+        guest-provenance.json     kernel, module hashes, settings applied, by the agent
+        result.json               what the guest measured, by the agent
+        run.json                  the outcome, by the host, last: a run is finished iff it exists
+        traces/                   samplers, kernel tracepoints, workload traces
+    runs/<variant>/rep-NNN.interrupted-K/   left by an interrupted invocation
+    runs/<variant>/rep-NNN.failed-K/        kept when a failed run was run again
+    runs/<variant>/rep-NNN.starved-K/       kept when a starved run was run again
+
+Everything that names one of these files, says what a run's status is,
+sets a run dir aside or reads one back lives here; the writers (campaign
+runner, boot harness, guest agent) and the readers (analysis) use these
+names, never their own.  Like Flent's ``ResultSet``, a run dir is an object
+(``RunDir``) that knows its files and the format they were written in.
+
+Only the standard library is imported: the guest imports this module.
+
+Format
+------
+``FORMAT`` is written into ``run.json``, ``result.json`` and
+``campaign.json`` as ``"format"``.  Readers accept every format so far:
+
+- **1** (mptlab as one package): ``format`` present; the plan's link shapes
+  in ``spec.json`` use the YAML's field names (``rate``, ``delay``,
+  ``jitter``, ``loss``); ``config.background`` holds the entries with their
+  preset's values filled in.
+- **0** (earlier run dirs, no ``format`` key): plan shapes named
+  ``rate_mbit``, ``delay_ms``, ``jitter_ms``, ``loss_pct``; background
+  entries as written in the YAML.  Nothing the analysis reads differs.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import re
+import typing
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
-from types import SimpleNamespace
+from pathlib import Path
+from typing import Any, Final, Literal
+
+FORMAT: Final = 1
+
+# ---------------------------------------------------------------- names
+CAMPAIGN: Final = "campaign.json"
+RUNS: Final = "runs"
+SPEC: Final = "spec.json"
+ENTRY: Final = "guest-entry.sh"
+CONSOLE_LOG: Final = "console.log"
+GUEST_LOG: Final = "guest.log"  # written by guest/init.sh
+EXIT_CODE: Final = "guest-exit-code"  # written by guest/init.sh
+AGENT_LOG: Final = "agent.log"
+PROVENANCE: Final = "guest-provenance.json"
+RESULT: Final = "result.json"
+RUN: Final = "run.json"
+TRACES: Final = "traces"
+# the agent's own traces (workloads name theirs: docs/workloads.md)
+OFO_EVENTS: Final = "ofo-events.csv"
+KTRACE: Final = "ktrace.txt"
+STALL_SNAPSHOT: Final = "stall-snapshot.json"
+SAMPLER_KINDS: Final = ("subflows", "mptcp")
 
 
+def sampler_trace(host: str, kind: str) -> str:
+    """``client-subflows.csv``, ``server-mptcp.csv``: the sampler's files."""
+    return f"{host}-{kind}.csv"
+
+
+# ------------------------------------------------------------- statuses
+RunStatus = Literal["ok", "failed", "stalled", "timeout", "panic", "crashed"]
+"""``run.json`` ``status``: how a run ended (written by the host).
+
+``ok``; ``failed``: the guest program failed or reported an error;
+``stalled``: the stall watchdog saw the workload's data level frozen with
+data outstanding for ``stall_timeout`` and ended the run; ``timeout``:
+killed after ``timeout_s``; ``panic``: kernel panic; ``crashed``: the guest
+died without a status, or a host-side error.  Everything but ``ok`` is a
+run without a result, counted and listed as such (``mptlab run``,
+``mptlab stats``, the report).  A guest alone ends ``ok``, ``failed``,
+``timeout``, ``panic`` or ``crashed`` (``BootResult.status``)."""
+ResultStatus = Literal["ok", "error", "stalled"]
+"""``result.json`` ``status``: what the guest saw (``error`` with ``error``
+and ``traceback``; ``stalled`` with ``reason`` and ``stall``)."""
+SetAside = Literal["interrupted", "failed", "starved"]
+Attempt = Literal["current", "incomplete", "superseded", "interrupted"]
+"""What a run dir is to its run: ``current`` (``rep-NNN`` with a run.json),
+``incomplete`` (``rep-NNN`` without: still running, or its invocation was
+killed), ``superseded`` (``.failed-K``/``.starved-K``: an attempt that was
+run again), ``interrupted`` (``.interrupted-K``)."""
+
+OK: Final = "ok"
+FAILED: Final = "failed"
+STALLED: Final = "stalled"
+TIMEOUT: Final = "timeout"
+PANIC: Final = "panic"
+CRASHED: Final = "crashed"
+RUN_STATUSES: Final[tuple[RunStatus, ...]] = typing.get_args(RunStatus)
+NOT_OK: Final[tuple[RunStatus, ...]] = tuple(s for s in RUN_STATUSES if s != OK)
+RESULT_OK: Final = "ok"
+RESULT_ERROR: Final = "error"
+RESULT_STALLED: Final = "stalled"
+
+
+def outcome(boot_status: RunStatus, boot_reason: str, result: dict | None) -> tuple[RunStatus, str]:
+    """The run's (status, reason) from how the guest ended (``BootResult``)
+    and what it wrote to ``result.json`` (None: nothing).  A guest that ran
+    to its end (``ok`` or ``failed``) is judged by its result; a timeout,
+    panic or crash stays what it was."""
+    if boot_status not in (OK, FAILED):
+        return boot_status, boot_reason
+    if result is None:
+        return FAILED, boot_reason or f"the guest wrote no {RESULT}"
+    status = result.get("status")
+    if status == RESULT_STALLED:
+        return STALLED, result.get("reason") or "stalled (no reason recorded)"
+    if status != RESULT_OK:
+        return FAILED, result.get("error") or boot_reason or f"{RESULT} status {status!r}"
+    if boot_status != OK:
+        return FAILED, boot_reason
+    return OK, ""
+
+
+def breakdown(statuses: Iterable[str]) -> str:
+    """``"2 failed, 1 stalled"``: the not-ok statuses with their counts, in
+    ``RUN_STATUSES`` order (then any other name), or ``""``."""
+    counts: dict[str, int] = {}
+    for s in statuses:
+        if s != OK:
+            counts[s] = counts.get(s, 0) + 1
+    order = [s for s in RUN_STATUSES if s in counts] + sorted(set(counts) - set(RUN_STATUSES))
+    return ", ".join(f"{counts[s]} {s}" for s in order)
+
+
+# -------------------------------------------------------------- writing
+def atomic_write(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` so that a reader sees the old file or the
+    new one, never a part (a temporary sibling renamed into place)."""
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def write_json(path: Path, data: dict, indent: int = 1) -> None:
+    atomic_write(path, json.dumps(data, indent=indent, default=str))
+
+
+class RunDirError(ValueError):
+    """A run dir's file that exists but cannot be read."""
+
+
+def read_json(path: Path) -> dict | None:
+    """A JSON file of a run or campaign dir; None if it does not exist."""
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise RunDirError(f"{path.name} unreadable: {exc}") from None
+    if not isinstance(data, dict):
+        raise RunDirError(f"{path.name} unreadable: not a JSON object")
+    return data
+
+
+def file_format(data: dict | None) -> int:
+    """The format a run.json/result.json/campaign.json was written in (0: before formats)."""
+    return int((data or {}).get("format", 0))
+
+
+# -------------------------------------------------------------- the run
 @dataclass
 class RunSpec:
-    """An experiment's variant at one repetition."""
+    """An experiment's variant at one repetition: ``spec.json``, what the host
+    hands to the guest (plain data: the host validates and plans, the guest
+    executes)."""
 
     experiment: str
     variant: str
@@ -26,7 +196,7 @@ class RunSpec:
 
     @property
     def run_id(self) -> str:
-        return f"{self.variant}/rep-{self.repetition:03d}"
+        return f"{self.variant}/{rep_name(self.repetition)}"
 
     def to_json(self) -> dict:
         return asdict(self)
@@ -36,10 +206,182 @@ class RunSpec:
         return cls(**data)
 
 
-def attrs(data):
-    """Read-only attribute access to nested JSON data: ``attrs(cfg).kernel.scheduler``."""
-    if isinstance(data, dict):
-        return SimpleNamespace(**{k: attrs(v) for k, v in data.items()})
-    if isinstance(data, list):
-        return [attrs(v) for v in data]
-    return data
+class RunInfo(typing.TypedDict, total=False):
+    """``run.json``: the outcome, written by the host (docs/run-dirs.md)."""
+
+    format: int
+    status: RunStatus
+    reason: str
+    started: float
+    seconds: float
+    boot_status: RunStatus
+    host_cpu_s: float | None
+    host_cpu_wait_s: float | None
+    timeout_s: float
+    experiment: str
+    variant: str
+    repetition: int
+    seed: int
+    host: str
+    kernel_dir: str
+    git_commit: str
+    tools: dict[str, str]
+
+
+def rep_name(repetition: int) -> str:
+    return f"rep-{repetition:03d}"
+
+
+_NAME = re.compile(r"^rep-(\d+)(?:\.(interrupted|failed|starved)-(\d+))?$")
+
+
+class RunDir:
+    """One run dir: its files, its place among its run's attempts, its readers
+    and writers."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"RunDir({str(self.path)!r})"
+
+    def __fspath__(self) -> str:
+        return str(self.path)
+
+    # ---------------------------------------------------------- layout
+    def file(self, name: str) -> Path:
+        return self.path / name
+
+    @property
+    def traces(self) -> Path:
+        return self.path / TRACES
+
+    def trace(self, name: str) -> Path:
+        return self.path / TRACES / name
+
+    @property
+    def variant(self) -> str:
+        return self.path.parent.name
+
+    @property
+    def repetition(self) -> int | None:
+        m = _NAME.match(self.path.name)
+        return int(m.group(1)) if m else None
+
+    @property
+    def set_aside_as(self) -> SetAside | None:
+        """Why this dir was set aside (``rep-NNN.failed-2``: ``failed``), or None."""
+        m = _NAME.match(self.path.name)
+        return typing.cast(SetAside, m.group(2)) if m and m.group(2) else None
+
+    @property
+    def finished(self) -> bool:
+        """A run is finished iff its ``run.json`` exists (the host writes it last)."""
+        return (self.path / RUN).exists()
+
+    def attempt(self) -> Attempt:
+        why = self.set_aside_as
+        if why == "interrupted":
+            return "interrupted"
+        if why is not None:
+            return "superseded"  # kept when --retry-failed / --retry-starved ran it again
+        return "current" if self.finished else "incomplete"
+
+    def set_aside(self, why: SetAside) -> RunDir:
+        """Rename to ``rep-NNN.<why>-K`` (the first free K); nothing is deleted."""
+        k = 1
+        while (target := self.path.with_name(f"{self.path.name}.{why}-{k}")).exists():
+            k += 1
+        self.path.rename(target)
+        return RunDir(target)
+
+    # --------------------------------------------------------- readers
+    def spec(self) -> dict | None:
+        return read_json(self.path / SPEC)
+
+    def run_spec(self) -> RunSpec:
+        data = self.spec()
+        if data is None:
+            raise RunDirError(f"{self.path}: no {SPEC}")
+        return RunSpec.from_json(data)
+
+    def run_info(self) -> RunInfo | None:
+        return typing.cast(RunInfo | None, read_json(self.path / RUN))
+
+    def result(self) -> dict | None:
+        return read_json(self.path / RESULT)
+
+    def provenance(self) -> dict | None:
+        return read_json(self.path / PROVENANCE)
+
+    def format(self) -> int:
+        """The format this run dir was written in (``FORMAT`` or older)."""
+        for name in (RUN, RESULT):
+            try:
+                data = read_json(self.path / name)
+            except RunDirError:
+                continue
+            if data is not None:
+                return file_format(data)
+        return FORMAT
+
+    # --------------------------------------------------------- writers
+    def create(self) -> None:
+        self.path.mkdir(parents=True)
+
+    def write_spec(self, spec: RunSpec) -> None:
+        write_json(self.path / SPEC, spec.to_json())
+
+    def write_entry(self, script: str) -> Path:
+        """The program the guest runs (a /bin/sh script)."""
+        entry = self.path / ENTRY
+        entry.write_text("#!/bin/sh\n" + script)
+        entry.chmod(0o755)
+        return entry
+
+    def write_run_info(self, info: dict[str, Any]) -> None:
+        write_json(self.path / RUN, {"format": FORMAT, **info})
+
+    def write_result(self, result: dict[str, Any]) -> None:
+        write_json(self.path / RESULT, {"format": FORMAT, **result})
+
+    def write_provenance(self, provenance: dict[str, Any]) -> None:
+        write_json(self.path / PROVENANCE, provenance, indent=2)
+
+
+# --------------------------------------------------------- the campaign
+class CampaignDir:
+    """A campaign dir: ``campaign.json`` and the run dirs below ``runs/``."""
+
+    def __init__(self, path: Path | str):
+        self.path = Path(path)
+
+    def __repr__(self) -> str:
+        return f"CampaignDir({str(self.path)!r})"
+
+    @staticmethod
+    def is_campaign(path: Path) -> bool:
+        return (path / CAMPAIGN).exists() or (path / RUNS).is_dir()
+
+    def info(self) -> dict | None:
+        return read_json(self.path / CAMPAIGN)
+
+    def write_info(self, info: dict[str, Any]) -> None:
+        self.path.mkdir(parents=True, exist_ok=True)
+        write_json(self.path / CAMPAIGN, {"format": FORMAT, **info})
+
+    def run_dir(self, variant: str, repetition: int) -> RunDir:
+        return RunDir(self.path / RUNS / variant / rep_name(repetition))
+
+    def run_dirs(self) -> list[RunDir]:
+        """Every run dir, every attempt: ``runs/<variant>/rep-NNN[.<why>-K]``."""
+        runs = self.path / RUNS
+        if not runs.is_dir():
+            return []
+        return [
+            RunDir(r)
+            for v in sorted(runs.iterdir())
+            if v.is_dir()
+            for r in sorted(v.iterdir())
+            if r.is_dir() and _NAME.match(r.name)
+        ]

@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 
 from mptlab.analysis import ingest
+from mptlab.rundir import CampaignDir
 
 DATA = Path(__file__).parent / "data" / "analysis" / "results"
 
@@ -31,7 +32,7 @@ def _result(run_dir: Path) -> dict:
 def test_every_run_dir_becomes_one_row_with_its_variant_keys_and_metrics(results):
     rep = ingest.ingest(results, pcap=False)
     assert rep.errors == []
-    all_dirs = [r for c in ingest.campaign_dirs(results) for r in ingest.run_dirs(c)]
+    all_dirs = [r for c in ingest.campaign_dirs(results) for r in CampaignDir(c).run_dirs()]
     assert rep.read == rep.runs == len(all_dirs) == 9
     runs = ingest.load_table(results, "runs")
     assert len(runs) == 9 and runs["run_id"].is_unique

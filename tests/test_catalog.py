@@ -48,7 +48,7 @@ def test_matrix_expands_to_the_cross_product_plus_variants(tmp_path):
     assert blest_ww[0].config["workload"]["bytes"] == 8 * 1024 * 1024
     # bottleneck shapes in the plan follow the variant's paths
     shaped = [ln for ln in blest_ww[0].plan["links"] if ln["label"]]
-    assert [ln["a_to_b"]["rate_mbit"] for ln in shaped] == [25, 25]
+    assert [ln["a_to_b"]["rate"] for ln in shaped] == [25, 25]
     # seeds differ per run and are stable
     assert len({r.seed for r in runs}) == len(runs)
     assert [r.seed for r in Catalog.load(campaign(tmp_path, GOOD)).expand("mine")] == [
@@ -184,11 +184,11 @@ def test_link_events_resolve_to_new_shapes_in_time_order(tmp_path):
     events = cat.expand("drop", repetitions=1)[0].plan["events"]
     assert [e["at_ms"] for e in events] == [30000, 45000, 60000]
     first, second, third = events
-    assert first["a_to_b"] is None and first["b_to_a"]["rate_mbit"] == 2
-    assert second["a_to_b"]["rate_mbit"] == 25  # path2 (3g) becomes wlan
+    assert first["a_to_b"] is None and first["b_to_a"]["rate"] == 2
+    assert second["a_to_b"]["rate"] == 25  # path2 (3g) becomes wlan
     # the later change builds on the earlier one: the download direction keeps 2 Mbit/s
-    assert third["b_to_a"]["rate_mbit"] == 2 and third["b_to_a"]["loss_pct"] == 0
-    assert third["a_to_b"]["rate_mbit"] == 25 and third["a_to_b"]["loss_pct"] == 0
+    assert third["b_to_a"]["rate"] == 2 and third["b_to_a"]["loss"] == 0
+    assert third["a_to_b"]["rate"] == 25 and third["a_to_b"]["loss"] == 0
 
 
 def test_bad_link_events_are_reported(tmp_path):

@@ -16,13 +16,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from mptlab import status as st
+from mptlab import rundir as st
 from mptlab.guest import nstat, stall
+from mptlab.guest.workload import WorkloadError
 from mptlab.spec.catalog import Catalog
 from mptlab.spec.plan import NetPlan
 from mptlab.spec.yamlsrc import SpecError
 from mptlab.workloads import bulk, cbr, web
-from mptlab.workloads.helpers.common import WorkloadError
 
 # ------------------------------------------------------------------ nstat
 NETSTAT = """\

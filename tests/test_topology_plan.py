@@ -14,10 +14,9 @@ def test_every_link_gets_its_own_subnet_and_path_slots_take_profiles():
     subnets = {ln.a_addr.rsplit(".", 1)[0] for ln in p.links}
     assert len(subnets) == len(p.links)
     bottlenecks = {ln.label: ln for ln in p.links if ln.label}
-    assert bottlenecks["path1"].a_to_b.rate_mbit == 25 and bottlenecks["path1"].a_to_b.loss_pct == 1
+    assert bottlenecks["path1"].a_to_b.rate == 25 and bottlenecks["path1"].a_to_b.loss == 1
     assert (
-        bottlenecks["path2"].a_to_b.rate_mbit == 5
-        and bottlenecks["path2"].a_to_b.queue.packets == 3750
+        bottlenecks["path2"].a_to_b.rate == 5 and bottlenecks["path2"].a_to_b.queue.packets == 3750
     )
     assert all(ln.a_to_b is None for ln in p.links if not ln.label)
 

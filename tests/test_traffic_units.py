@@ -12,8 +12,9 @@ import pytest
 from pydantic import ValidationError
 
 from mptlab.spec.catalog import Catalog
+from mptlab.spec.workloads import PAGE_SETS, Background, Blocks, Cbr, Dash, Web
 from mptlab.spec.yamlsrc import SpecError
-from mptlab.workloads import background, blocks, cbr, dash, live, web
+from mptlab.workloads import background, blocks, cbr, live, web
 from mptlab.workloads.helpers import dash_player, media, pages
 
 
@@ -48,9 +49,9 @@ def test_negative_rates_are_clear_errors(tmp_path):
         campaign(tmp_path, "{type: idle, duration: 5s}",
                  "      - {preset: blest-3g-wlan, tcp_flows: 1, udp_flows: 1, seed: 1, udp_rate: -100kbit}\n")  # fmt: skip
     with pytest.raises(ValidationError, match="rate must be positive"):
-        blocks.Params(rate="-2mbit")
+        Blocks(rate="-2mbit")
     with pytest.raises(ValidationError, match="rate must be positive"):
-        dash.Params(ladder=[1, -2])
+        Dash(ladder=[1, -2])
 
 
 def test_background_entries_are_checked(tmp_path):
@@ -65,11 +66,11 @@ def test_background_entries_are_checked(tmp_path):
             tmp_path, "{type: idle, duration: 5s}", "      - {preset: sbd, tcp_flows: 1, seed: 1}\n"
         )
     with pytest.raises(ValidationError, match="greater than or equal to 0"):
-        background.Params(preset="fec", tcp_flows=-1, udp_flows=1, seed=1)
+        Background(preset="fec", tcp_flows=-1, udp_flows=1, seed=1)
     with pytest.raises(ValidationError, match="udp_pps must be"):
-        background.Params(preset="fec", tcp_flows=1, udp_flows=1, seed=1, udp_pps=[900, 100])
+        Background(preset="fec", tcp_flows=1, udp_flows=1, seed=1, udp_pps=[900, 100])
     with pytest.raises(ValidationError, match="no flows"):
-        background.Params(preset="fec", tcp_flows=0, udp_flows=0, seed=1)
+        Background(preset="fec", tcp_flows=0, udp_flows=0, seed=1)
     ok = campaign(tmp_path, "{type: idle, duration: 5s}",
                   "      - {preset: blest-wlan-wlan, tcp_flows: 2, udp_flows: 3, seed: 4}\n")  # fmt: skip
     assert ok.expand("t")[0].plan["hosts"].count("bgs1") == 1  # background hosts are built
@@ -77,23 +78,22 @@ def test_background_entries_are_checked(tmp_path):
 
 def test_other_bad_parameters():
     with pytest.raises(ValidationError, match="unknown field|Extra inputs"):
-        cbr.Params(rate=1, framesize=5000)
+        Cbr(rate=1, framesize=5000)
     with pytest.raises(ValidationError, match="segment is longer than the content"):
-        dash.Params(duration="3s", segment="4s")
+        Dash(duration="3s", segment="4s")
     with pytest.raises(ValidationError, match="sara thresholds"):
-        dash.Params(sara=["10s", "5s", "20s"])
+        Dash(sara=["10s", "5s", "20s"])
     with pytest.raises(ValidationError, match="Input should be"):
-        web.Params(page="amazon", http="3")
-    assert web.Params(page="amazon", http=2).http == "2"
-    assert cbr.Params().frames_per_s == pytest.approx(
-        1e6 / (8 * 5120)
-    )  # BLEST: 1 Mbit/s, 5 KiB frames
+        Web(page="amazon", http="3")
+    assert Web(page="amazon", http=2).http == "2"
+    assert Cbr().frames_per_s == pytest.approx(1e6 / (8 * 5120))  # BLEST: 1 Mbit/s, 5 KiB frames
+    assert cbr.frames_per_s(1, 5120) == Cbr().frames_per_s
 
 
 # ------------------------------------------------------------- page sets
-@pytest.mark.parametrize("name", sorted(pages.PAGE_SETS))
+@pytest.mark.parametrize("name", sorted(PAGE_SETS))
 def test_page_sets_have_the_thesis_counts_and_totals(name):
-    count, kib, _ = pages.PAGE_SETS[name]
+    count, kib, _ = PAGE_SETS[name]
     objs = pages.objects(name)
     sizes = [o["size"] for o in objs]
     assert len(objs) == count and sum(sizes) == kib * 1024
@@ -175,7 +175,7 @@ def test_ditg_logs_decode_across_midnight():
 # ------------------------------------------------------------- background
 def flows(entry: dict, run_seed=1, horizon=600.0, pairs=2):
     return background.make_flows(
-        [background.Params(**entry)], pairs, run_seed, horizon, {1: 25.0, 2: 65.0}
+        [Background(**entry).resolved()], pairs, run_seed, horizon, {1: 25.0, 2: 65.0}
     )
 
 

@@ -6,17 +6,20 @@ mptlab stats DIR [--metric M] [--reference V]      n, mean, median, sd, CI; diff
 mptlab report DIR [--out FILE]                     self-contained HTML report
 mptlab compare BASELINE CURRENT [--rules F]        regression check (exit 1 on failure)
 mptlab pcap FILE... [--client ADDR ...]            MPTCP metrics from packet captures
-mptlab nightly NAME [run options] | --accept [S]   run, compare with the baseline, record
+
+``mptlab.cli`` adds them to mptlab's parser (``add_subcommands``).
 """
 
 from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
+from functools import wraps
 from pathlib import Path
 
-from mptlab.campaign.kernel import REPO_ROOT
-from mptlab.spec.yamlsrc import SpecError
+from ..rundir import breakdown
+from ..spec.yamlsrc import SpecError
 
 
 def _dir(path: str) -> Path:
@@ -107,8 +110,6 @@ def cmd_stats(args) -> int:
     if bad:
         raise SpecError(f"--metric {', '.join(bad)}: not in the runs table; metrics: "
                         f"{', '.join(stats.metric_columns(ok))}")  # fmt: skip
-    from mptlab.status import breakdown
-
     not_ok_runs = runs[runs["status"] != "ok"]
     not_ok = f", not ok: {breakdown(not_ok_runs['status'])}" if len(not_ok_runs) else ""
     print(
@@ -165,7 +166,7 @@ def cmd_report(args) -> int:
 def cmd_compare(args) -> int:
     from . import compare
 
-    rules_path = Path(args.rules) if args.rules else REPO_ROOT / "compare-rules.yaml"
+    rules_path = Path(args.rules) if args.rules else args.default_rules()
     rules = compare.load_rules(rules_path)
     res = compare.compare(_dir(args.baseline), _dir(args.current), rules, strict=args.strict,
                           pcap=not args.no_pcap)  # fmt: skip
@@ -196,34 +197,8 @@ def cmd_pcap(args) -> int:
     return 0
 
 
-def cmd_nightly(args) -> int:
-    from .. import nightly
-
-    root = Path(args.root) if args.root else nightly.default_root()
-    if args.accept is not None:
-        camp = nightly.accept(root, args.accept or None)
-        print(f"nightly: baseline is now {camp}")
-        return 0
-    if not args.name:
-        raise SpecError("mptlab nightly: give an experiment NAME (or --accept [STAMP])")
-    run_args = []
-    if args.reps:
-        run_args += ["--reps", str(args.reps)]
-    if args.jobs:
-        run_args += ["--jobs", str(args.jobs)]
-    if args.quick:
-        run_args.append("--quick")
-    if args.file:
-        run_args += ["--file", args.file]
-    run_args += ["--seed", str(args.seed)]
-    return nightly.run(args.name, root, run_args, Path(args.rules) if args.rules else None,
-                       strict=args.strict, pcap=not args.no_pcap)  # fmt: skip
-
-
-def _errors(func):
+def bad_input_is_spec_error(func):
     """Bad input becomes SpecError (mptlab prints it and exits 2), not a traceback."""
-    from functools import wraps
-
     from .ingest import IngestError
     from .pcap import PcapError
 
@@ -237,8 +212,12 @@ def _errors(func):
     return run
 
 
-def add_subcommands(sub) -> None:
-    """Register the analysis subcommands on mptlab's subparsers."""
+_errors = bad_input_is_spec_error
+
+
+def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
+    """Register the analysis subcommands on mptlab's subparsers; ``results``:
+    ``query``'s default dir, ``rules``: ``compare``'s default rules file."""
     fmt = {"choices": ["table", "csv", "json"], "default": "table", "help": "output format"}
 
     p = sub.add_parser("ingest", help="run dirs -> Parquet tables (incremental)")
@@ -253,9 +232,7 @@ def add_subcommands(sub) -> None:
         nargs="?",
         help='e.g. "SELECT variant, avg(goodput_mbps), count(*) FROM runs GROUP BY 1"',
     )
-    p.add_argument(
-        "-d", "--dir", default=str(REPO_ROOT / "results"), help="results dir (default: results/)"
-    )
+    p.add_argument("-d", "--dir", default=str(results), help=f"results dir (default: {results})")
     p.add_argument("--tables", action="store_true", help="list the tables and their columns")
     p.add_argument("--no-ingest", action="store_true", help="query the store as it is")
     p.add_argument("--no-pcap", action="store_true", help="ingest without packet captures")
@@ -297,7 +274,7 @@ def add_subcommands(sub) -> None:
         help="changes beyond tolerance fail even if not significant",
     )
     p.add_argument("--no-pcap", action="store_true")
-    p.set_defaults(func=_errors(cmd_compare))
+    p.set_defaults(func=_errors(cmd_compare), default_rules=rules)
 
     p = sub.add_parser("pcap", help="MPTCP metrics from pcap/pcapng files")
     p.add_argument("files", nargs="+")
@@ -308,22 +285,3 @@ def add_subcommands(sub) -> None:
     p.add_argument("--ofo-csv", help="write the OFO/HOL time series here")
     p.add_argument("--format", **fmt)
     p.set_defaults(func=_errors(cmd_pcap))
-
-    p = sub.add_parser("nightly", help="run a campaign and compare it with the accepted baseline")
-    p.add_argument("name", nargs="?", help="experiment name")
-    p.add_argument(
-        "--accept",
-        nargs="?",
-        const="",
-        help="make a nightly run (default: the latest) the baseline",
-    )
-    p.add_argument("--root", help="history dir (default: results/nightly)")
-    p.add_argument("--rules", help="rules YAML (default: compare-rules.yaml)")
-    p.add_argument("--reps", type=int)
-    p.add_argument("--jobs", type=int)
-    p.add_argument("--quick", action="store_true")
-    p.add_argument("--file", help="campaign file holding NAME")
-    p.add_argument("--seed", type=int, default=1)
-    p.add_argument("--strict", action="store_true")
-    p.add_argument("--no-pcap", action="store_true")
-    p.set_defaults(func=_errors(cmd_nightly))

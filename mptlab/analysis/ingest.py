@@ -24,6 +24,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import rundir
+from ..rundir import CampaignDir, RunDir, RunDirError
+
 STORE = "analysis"
 SCHEMA = 3  # bump when tables change: the next ingest rebuilds the store
 TABLES = ["runs", "kernel_connections", "kernel_subflows", "ss", "mptcp", "kernel_ofo", "series",
@@ -42,13 +45,13 @@ def campaign_dirs(root: Path) -> list[Path]:
     root = Path(root)
     if not root.is_dir():
         raise IngestError(f"{root}: no such directory (expected a campaign dir or a results dir)")
-    if (root / "campaign.json").exists() or (root / "runs").is_dir():
+    if CampaignDir.is_campaign(root):
         return [root]
     found = []
     for dirpath, dirnames, _files in os.walk(root):
         d = Path(dirpath)
-        dirnames[:] = sorted(n for n in dirnames if n not in (STORE, "runs", "traces"))
-        if d != root and ((d / "campaign.json").exists() or (d / "runs").is_dir()):
+        dirnames[:] = sorted(n for n in dirnames if n not in (STORE, rundir.RUNS, rundir.TRACES))
+        if d != root and CampaignDir.is_campaign(d):
             found.append(d)
             dirnames[:] = []
         elif len(d.relative_to(root).parts) >= 4:
@@ -56,34 +59,14 @@ def campaign_dirs(root: Path) -> list[Path]:
     return found
 
 
-def run_dirs(campaign: Path) -> list[Path]:
-    """Every run dir of a campaign: runs/<variant>/rep-NNN[.interrupted-K|.failed-K|.starved-K]."""
-    runs = campaign / "runs"
-    if not runs.is_dir():
-        return []
-    return sorted(r for v in runs.iterdir() if v.is_dir() for r in v.iterdir()
-                  if r.is_dir() and r.name.startswith("rep-"))  # fmt: skip
-
-
-def _attempt(run_dir: Path, has_run_json: bool) -> str:
-    name = run_dir.name
-    if ".failed-" in name:
-        return "superseded"  # kept when --retry-failed reran it
-    if ".interrupted-" in name:
-        return "interrupted"
-    if ".starved-" in name:
-        return "superseded"  # kept when --retry-starved reran it
-    return "current" if has_run_json else "incomplete"
-
-
 # ------------------------------------------------------------------ helpers
-def _read_json(path: Path) -> tuple[dict | None, str]:
+def _read(read, name: str) -> tuple[dict | None, str]:
+    """A run dir file through its reader: (data, "") or (None, why not)."""
     try:
-        return json.loads(path.read_text()), ""
-    except FileNotFoundError:
-        return None, f"{path.name} missing"
-    except (OSError, json.JSONDecodeError) as exc:
-        return None, f"{path.name} unreadable: {exc}"
+        data = read()
+    except RunDirError as exc:
+        return None, str(exc)
+    return (data, "") if data is not None else (None, f"{name} missing")
 
 
 def _colname(key: str) -> str:
@@ -135,28 +118,26 @@ class RunTables:
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
 
 
-def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> RunTables:
-    """Every table's rows for one run dir."""
-    info, info_err = _read_json(run_dir / "run.json")
-    spec, _ = _read_json(run_dir / "spec.json")
-    result, result_err = _read_json(run_dir / "result.json")
-    attempt = _attempt(run_dir, info is not None)
+def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = True) -> RunTables:
+    """Every table's rows for one run dir (any format, ``mptlab.rundir``)."""
+    rd = RunDir(run_dir)
+    info, info_err = _read(rd.run_info, rundir.RUN)
+    spec, _ = _read(rd.spec, rundir.SPEC)
+    result, result_err = _read(rd.result, rundir.RESULT)
+    attempt = rd.attempt() if info is not None or rd.set_aside_as else "incomplete"
     row: dict = {
         "run_id": run_id,
         "campaign": campaign,
-        "run_dir": str(run_dir),
+        "run_dir": str(rd.path),
         "attempt": attempt,
     }
     spec = spec or {}
     cfg = spec.get("config") or {}
     row["experiment"] = spec.get("experiment") or (info or {}).get("experiment")
-    row["variant"] = spec.get("variant") or (info or {}).get("variant") or run_dir.parent.name
+    row["variant"] = spec.get("variant") or (info or {}).get("variant") or rd.variant
     row["repetition"] = spec.get("repetition", (info or {}).get("repetition"))
     if row["repetition"] is None:
-        try:
-            row["repetition"] = int(run_dir.name.split(".")[0].removeprefix("rep-"))
-        except ValueError:
-            row["repetition"] = None
+        row["repetition"] = rd.repetition
     row["seed"] = spec.get("seed", (info or {}).get("seed"))
     if info is not None:
         row["status"] = info.get("status", "unknown")
@@ -235,7 +216,7 @@ def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> Ru
     # time series from the samplers
     for host in ("client", "server"):
         for kind, table in (("subflows", "ss"), ("mptcp", "mptcp")):
-            df = _read_csv(run_dir / "traces" / f"{host}-{kind}.csv")
+            df = _read_csv(rd.trace(rundir.sampler_trace(host, kind)))
             if df is None or not len(df):
                 continue
             df.insert(0, "host", host)
@@ -249,14 +230,14 @@ def read_run(run_dir: Path, run_id: str, campaign: str, pcap: bool = True) -> Ru
     ns = nstat_rows(result)
     if len(ns):
         tables["nstat"] = ns
-    ofo = ofo_bins(_read_ofo_events(run_dir / "traces" / "ofo-events.csv"))
+    ofo = ofo_bins(_read_ofo_events(rd.trace(rundir.OFO_EVENTS)))
     if len(ofo):
         ofo["t_rel"] = ofo["t"] - t0 if t0 else np.nan
         tables["kernel_ofo"] = ofo
     if "path_share_source" not in row and "ss" in tables:
         row.update(_ss_path_share(tables["ss"]))
     # packet captures
-    pcaps = sorted((run_dir / "traces").glob("*.pcap*")) if pcap else []
+    pcaps = sorted(rd.traces.glob("*.pcap*")) if pcap else []
     if pcaps and info is not None:
         tables.update(_pcap_tables(pcaps, addresses, row))
     for df in tables.values():
@@ -562,9 +543,9 @@ def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) ->
     seen: dict[str, tuple[Path, str, float | None]] = {}
     for camp in campaigns:
         cname = camp.name if camp == root else str(camp.relative_to(root))
-        for rd in run_dirs(camp):
-            rel = str(rd.relative_to(root))
-            seen[rel] = (rd, cname, _mtime(rd / "run.json"))
+        for rd in CampaignDir(camp).run_dirs():
+            rel = str(rd.path.relative_to(root))
+            seen[rel] = (rd, cname, _mtime(rd.file(rundir.RUN)))
     old = index["runs"]
     todo = [rel for rel, (_rd, _c, m) in seen.items()
             if rel not in old or m is None or old[rel].get("mtime") != m]  # fmt: skip
@@ -579,14 +560,16 @@ def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) ->
     for i, rel in enumerate(sorted(todo)):
         rd, cname, mtime = seen[rel]
         run_id = (
-            f"{cname}/{rd.parent.name}/{rd.name}" if cname != "." else f"{rd.parent.name}/{rd.name}"
+            f"{cname}/{rd.variant}/{rd.path.name}"
+            if cname != "."
+            else f"{rd.variant}/{rd.path.name}"
         )
         try:
             rt = read_run(rd, run_id, cname, pcap=pcap)
         except Exception as exc:  # noqa: BLE001 - one bad run dir must not stop the ingest
             report.errors.append(f"{rd}: {type(exc).__name__}: {exc}")
-            rt = RunTables({"run_id": run_id, "campaign": cname, "run_dir": str(rd),
-                            "attempt": _attempt(rd, mtime is not None), "variant": rd.parent.name,
+            rt = RunTables({"run_id": run_id, "campaign": cname, "run_dir": str(rd.path),
+                            "attempt": rd.attempt(), "variant": rd.variant,
                             "status": "unreadable", "reason": f"ingest failed: {exc}"})  # fmt: skip
         rows.append(rt.row)
         for name, df in rt.tables.items():

@@ -48,6 +48,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..rundir import RunDir
+
 # link types
 LINKTYPE_NULL = 0
 LINKTYPE_ETHERNET = 1
@@ -1087,7 +1089,7 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
 def run_captures(run_dir: Path) -> dict[str, list[Packets]]:
     """A run dir's captures by host (files ``traces/<host>-<dev>.pcap``)."""
     caps: dict[str, list[Packets]] = {}
-    for f in sorted((Path(run_dir) / "traces").glob("*.pcap*")):
+    for f in sorted(RunDir(run_dir).traces.glob("*.pcap*")):
         host = f.name.split(".")[0].rsplit("-", 1)[0] if "-" in f.name else "capture"
         caps.setdefault(host, []).append(read(f))
     return caps
@@ -1104,10 +1106,8 @@ def kernel_agreement(run_dir: Path) -> dict:
     miss packets (tcpdump loses what is still in its buffer when stopped), so
     the capture's counts are at most the kernel's.
     """
-    import json
-
     run_dir = Path(run_dir)
-    res_json = json.loads((run_dir / "result.json").read_text())
+    res_json = RunDir(run_dir).result() or {}
     k = res_json["kernel"]
     addrs = res_json["addresses"]
     res = analyze(run_captures(run_dir), addrs["client"], addrs["server"])

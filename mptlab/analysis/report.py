@@ -25,8 +25,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from mptlab.status import breakdown
-
+from ..rundir import CampaignDir, RunDir, RunDirError, breakdown
 from . import figures, ingest, stats
 
 # kernel counters worth a look per variant: drops, pruning, out-of-order
@@ -48,6 +47,13 @@ pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px;max-height:420
 details{margin:4px 0 8px}summary{cursor:pointer;color:#0969da}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;background:#eef2f6;margin-right:4px}
 """
+
+
+def _read(read) -> tuple[dict | None, str]:
+    try:
+        return read(), ""
+    except RunDirError as exc:
+        return None, str(exc)
 
 
 def esc(x) -> str:
@@ -200,7 +206,7 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
                          f"{', '.join(c for c in runs.columns if c.startswith('kernel_'))}")  # fmt: skip
     campaigns = []
     for camp in ingest.campaign_dirs(root):
-        info, _ = ingest._read_json(camp / "campaign.json")
+        info, _ = _read(CampaignDir(camp).info)
         campaigns.append((camp.name, info or {}))
     order = _variant_order(runs, campaigns, by)
     runs = runs.assign(_o=runs[by].map({v: i for i, v in enumerate(order)})).sort_values(
@@ -411,8 +417,8 @@ def _provenance(root: Path, runs, campaigns, order, by) -> str:
         sub = runs[runs[by] == g]
         okr = sub[sub["status"] == "ok"]
         rd = Path((okr if len(okr) else sub)["run_dir"].iloc[0])
-        spec, _ = ingest._read_json(rd / "spec.json")
-        prov, _ = ingest._read_json(rd / "guest-provenance.json")
+        spec, _ = _read(RunDir(rd).spec)
+        prov, _ = _read(RunDir(rd).provenance)
         parts.append(f"<details><summary><b>{esc(g)}</b> &middot; {esc(rd.name)}</summary>")
         if spec:
             shown = {

@@ -28,12 +28,12 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .kernel import REPO_ROOT, KernelBuild
+from .. import rundir
+from ..rundir import CONSOLE_LOG, EXIT_CODE, GUEST_LOG, RunDir, RunStatus
+from .kernel import KernelBuild
 
-GUEST_INIT = Path(__file__).resolve().parent.parent / "guest" / "init.sh"
-CONSOLE_LOG = "console.log"
-GUEST_LOG = "guest.log"
-EXIT_CODE_FILE = "guest-exit-code"
+PACKAGE = Path(__file__).resolve().parent.parent  # mptlab/
+GUEST_INIT = PACKAGE / "guest" / "init.sh"
 
 # Paths and values travel on the kernel command line: keep them to a safe alphabet.
 _SAFE = re.compile(r"^[A-Za-z0-9_./:,=+@%-]+$")
@@ -49,7 +49,7 @@ class BootResult:
     ``crashed`` (the guest died without reporting the entry's status).
     """
 
-    status: str
+    status: RunStatus
     exit_code: int | None
     duration_s: float
     reason: str
@@ -59,7 +59,7 @@ class BootResult:
 
     @property
     def ok(self) -> bool:
-        return self.status == "ok"
+        return self.status == rundir.OK
 
     @property
     def console_log(self) -> Path:
@@ -134,14 +134,12 @@ _COMPILED: set[Path] = set()
 
 
 def compile_guest_code() -> None:
-    """Write bytecode for mptlab's own packages before a guest imports them:
-    the guest sees them read-only and would compile them at every boot (and
+    """Write bytecode for mptlab's own package before a guest imports it: the
+    guest sees it read-only and would compile it at every boot (and
     PYTHONDONTWRITEBYTECODE, set on some machines, stops the host doing it)."""
-    for package in ("mptlab",):
-        path = REPO_ROOT / package
-        if path not in _COMPILED:
-            compileall.compile_dir(path, quiet=1)
-            _COMPILED.add(path)
+    if PACKAGE not in _COMPILED:
+        compileall.compile_dir(PACKAGE, quiet=1)
+        _COMPILED.add(PACKAGE)
 
 
 class TreeCPU:
@@ -211,7 +209,7 @@ def boot(
     if not kernel.linux.exists():
         raise FileNotFoundError(f"kernel {kernel.linux} is missing: run `make kernel`")
     compile_guest_code()
-    for stale in (EXIT_CODE_FILE, EXIT_CODE_FILE + ".tmp"):
+    for stale in (EXIT_CODE, EXIT_CODE + ".tmp"):
         (run_dir / stale).unlink(missing_ok=True)
 
     umid = "mptlab-" + uuid.uuid4().hex[:12]
@@ -250,7 +248,7 @@ def boot(
     duration = time.monotonic() - started
     usage = {"cpu_s": tree.cpu_ns / 1e9, "cpu_wait_s": tree.wait_ns / 1e9}
 
-    code_file = run_dir / EXIT_CODE_FILE
+    code_file = run_dir / EXIT_CODE
     exit_code = None
     if code_file.exists():
         try:
@@ -259,13 +257,13 @@ def boot(
             exit_code = None
     if timed_out:
         return BootResult(
-            "timeout", exit_code, duration, f"killed after {timeout:g} s", run_dir, **usage
+            rundir.TIMEOUT, exit_code, duration, f"killed after {timeout:g} s", run_dir, **usage
         )
     if exit_code is not None:
         if exit_code == 0:
-            return BootResult("ok", 0, duration, "", run_dir, **usage)
+            return BootResult(rundir.OK, 0, duration, "", run_dir, **usage)
         return BootResult(
-            "failed",
+            rundir.FAILED,
             exit_code,
             duration,
             f"guest program exited with {exit_code}",
@@ -274,9 +272,9 @@ def boot(
         )
     panic = _panic_line(console)
     if panic:
-        return BootResult("panic", None, duration, panic, run_dir, **usage)
+        return BootResult(rundir.PANIC, None, duration, panic, run_dir, **usage)
     return BootResult(
-        "crashed",
+        rundir.CRASHED,
         None,
         duration,
         f"guest stopped (UML exit {proc.returncode}) without reporting a status; see {console}",
@@ -297,7 +295,5 @@ def run_script(
     """Write ``script`` (a /bin/sh script) into the run dir and boot a guest running it."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
-    entry = run_dir / "guest-entry.sh"
-    entry.write_text("#!/bin/sh\n" + script)
-    entry.chmod(0o755)
+    entry = RunDir(run_dir).write_entry(script)
     return boot(kernel, run_dir, entry, timeout=timeout, mem_mb=mem_mb, env=env)

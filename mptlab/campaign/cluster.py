@@ -5,9 +5,10 @@
 Runs are independent, so a campaign hands them to an existing engine
 (Dask distributed) instead of a home-made one.  The client keeps what it does
 on one machine (seeded order, resume, progress, the starved-run warning);
-each worker executes a run exactly as ``Campaign.execute`` does locally and
-returns its ``Outcome``.  A worker runs as many guests at once as it has
-Dask threads (``dask worker --nthreads N``; 2 per CPU is the local default).
+each worker executes a run exactly as a local campaign does
+(``mptlab.campaign.execute``) and returns its ``Outcome``.  A worker runs as
+many guests at once as it has Dask threads (``dask worker --nthreads N``;
+1 per CPU is the local default, docs/deployment.md).
 
 What the workers need (each checked, with a clear error, before a run):
 
@@ -27,7 +28,11 @@ import socket
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
-from ..rundir import RunSpec
+from ..guest import workload as workloads
+from ..rundir import CampaignDir, RunSpec
+from .execute import Outcome, Provenance, execute
+from .kernel import KernelBuild, KernelNotBuilt, find_kernel
+from .provenance import git_commit, host_tools
 
 CONNECT_TIMEOUT_S = 30
 
@@ -36,19 +41,13 @@ class ClusterError(RuntimeError):
     """The cluster cannot run this campaign (unreachable, wrong kernel, no shared dir)."""
 
 
-def kernel_id(kernel) -> dict:
-    """What identifies a kernel build across machines: its cache keys."""
-    return {"kernel": kernel.dir.name, "modules": kernel.modules_dir.name}
-
-
 @functools.lru_cache(maxsize=8)
-def _worker_campaign(out_dir: str, want: tuple[tuple[str, str], ...]):
-    """This worker's executor for a campaign (built once per worker process)."""
-    from .kernel import KernelNotBuilt, find_kernel
-    from .runner import Campaign
-
+def _worker_setup(
+    out_dir: str, want: tuple[tuple[str, str], ...]
+) -> tuple[KernelBuild, Provenance]:
+    """This worker's kernel and provenance for a campaign (once per worker process)."""
     host = socket.gethostname()
-    if not (Path(out_dir) / "campaign.json").exists():
+    if not CampaignDir.is_campaign(Path(out_dir)):
         raise ClusterError(
             f"worker {host}: results dir {out_dir} is not visible here; the client and the "
             "workers need it at the same path (a shared filesystem)"
@@ -57,45 +56,43 @@ def _worker_campaign(out_dir: str, want: tuple[tuple[str, str], ...]):
         kernel = find_kernel()
     except KernelNotBuilt as exc:
         raise ClusterError(f"worker {host}: {exc}") from None
-    have = kernel_id(kernel)
+    have = kernel.identity()
     if have != dict(want):
         raise ClusterError(
             f"worker {host} has kernel build {have}, the campaign uses {dict(want)}: use the "
             "same checkout and run `make kernel` on every worker"
         )
-    return Campaign(Path(out_dir), [], kernel, jobs=1)
+    return kernel, Provenance(host_tools(), git_commit())
 
 
 @functools.lru_cache(maxsize=64)
 def _prepared_here(workload_json: str) -> dict:
     """The workload's host-side content (web pages, video) made or found in
     this machine's cache: the client's paths mean nothing here."""
-    from .. import workloads as traffic
-
     work = json.loads(workload_json)
-    module = traffic.load(work["type"])
+    module = workloads.load(work["type"])
     return module.prepare({k: v for k, v in work.items() if k != "type"})
 
 
-def execute_on_worker(out_dir: str, want: dict, run_json: dict):
+def execute_on_worker(out_dir: str, want: dict, run_json: dict) -> Outcome:
     """The Dask task: one run on this worker; returns its ``Outcome``."""
-    campaign = _worker_campaign(out_dir, tuple(sorted(want.items())))
+    kernel, provenance = _worker_setup(out_dir, tuple(sorted(want.items())))
     run = RunSpec.from_json(run_json)
     work = run.config["workload"]
     if "prepared" in work:
         bare = {k: v for k, v in work.items() if k != "prepared"}
         prepared = _prepared_here(json.dumps(bare, sort_keys=True))
         run.config = {**run.config, "workload": {**bare, "prepared": prepared}}
-    return campaign.execute(run)
+    return execute(CampaignDir(out_dir), run, kernel, provenance)
 
 
 def run_on_cluster(
     address: str,
     out_dir: Path,
-    kernel,
+    kernel: KernelBuild,
     runs: Iterable[RunSpec],
-    record: Callable,
-    crashed: Callable[[RunSpec, str], object],
+    record: Callable[[Outcome], None],
+    crashed: Callable[[RunSpec, str], Outcome],
 ) -> None:
     """Submit every run to the Dask scheduler at ``address``; ``record(outcome)``
     each as it finishes (a task that raised becomes ``crashed(run, reason)``)."""
@@ -109,15 +106,19 @@ def run_on_cluster(
         client = Client(address, timeout=CONNECT_TIMEOUT_S)
     except OSError as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
-    want = kernel_id(kernel)
+    want = kernel.identity()
     try:
         futures = {}
         for run in runs:
             future = client.submit(
-                execute_on_worker, str(Path(out_dir).resolve()), want, run.to_json(),
-                key=f"mptlab-{out_dir.name}-{run.run_id}-{id(run)}", pure=False,
+                execute_on_worker,
+                str(Path(out_dir).resolve()),
+                want,
+                run.to_json(),
+                key=f"mptlab-{out_dir.name}-{run.run_id}-{id(run)}",
+                pure=False,
                 retries=0,
-            )  # fmt: skip
+            )
             futures[future] = run
         for future in as_completed(futures):
             run = futures[future]

@@ -1,4 +1,9 @@
-"""Where things live: the checkout, the cache, the kernel build."""
+"""The kernel a campaign boots: the UML build for this checkout's inputs.
+
+``kernel/build.sh`` (a data file, ``mptlab.home``) computes the cache key
+from the kernel's inputs and prints where the build is; ``make kernel``
+builds it.
+"""
 
 from __future__ import annotations
 
@@ -7,12 +12,7 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def cache_dir() -> Path:
-    """The build cache shared by all checkouts (``$MPTLAB_CACHE``, default ~/.cache/mptlab)."""
-    return Path(os.environ.get("MPTLAB_CACHE", Path.home() / ".cache" / "mptlab"))
+from .. import home
 
 
 class KernelNotBuilt(RuntimeError):
@@ -42,18 +42,18 @@ class KernelBuild:
             raise FileNotFoundError(f"no module {name!r} in {self.modules_dir}; built: {available}")
         return path
 
+    def identity(self) -> dict[str, str]:
+        """What identifies the build across machines: its cache keys."""
+        return {"kernel": self.dir.name, "modules": self.modules_dir.name}
+
 
 def _build_sh(*args: str) -> str:
-    proc = subprocess.run(
-        [str(REPO_ROOT / "kernel" / "build.sh"), *args],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    script = home.data("kernel/build.sh")
+    proc = subprocess.run(["bash", str(script), *args], capture_output=True, text=True, check=False)
     if proc.returncode == 3:
         raise KernelNotBuilt(
             "the mptlab kernel for this checkout is not built: run `make kernel` "
-            "(about 5 minutes the first time; later checkouts reuse the cache)"
+            "(about 10 minutes the first time; later checkouts reuse the cache)"
         )
     if proc.returncode != 0:
         raise RuntimeError(f"kernel/build.sh {' '.join(args)} failed: {proc.stderr.strip()}")

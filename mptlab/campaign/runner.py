@@ -1,19 +1,11 @@
 """Run a campaign: many isolated guests at once, resumable, nothing overwritten.
 
-Layout of a campaign directory (``results/<experiment>/`` by default)::
-
-    campaign.json                 what was asked: runs, order, seed, provenance
-    runs/<variant>/rep-NNN/       one run dir per run (self-describing):
-        spec.json                 the fully expanded run
-        run.json                  outcome: status, reason, timings, provenance
-        result.json               metrics and kernel counters (written by the guest)
-        guest-provenance.json     tool versions, module hashes, settings applied
-        agent.log guest.log console.log traces/
-
-A run is finished when its ``run.json`` exists.  Rerunning a campaign skips
-finished runs; a run dir left by an interrupted campaign (no ``run.json``)
-is moved aside (``rep-NNN.interrupted-K``) and the run is done again; with
-``retry_failed`` a failed run is moved aside (``rep-NNN.failed-K``) and
+A campaign dir (``results/<experiment>/`` by default; its layout:
+``mptlab.rundir``) gets one run dir per run.  A run is finished when its
+``run.json`` exists.  Rerunning a campaign skips finished runs; a run dir
+left by an interrupted campaign (no ``run.json``) is set aside
+(``rep-NNN.interrupted-K``) and the run is done again; with
+``retry_failed`` a failed run is set aside (``rep-NNN.failed-K``) and
 retried, with ``retry_starved`` a run whose guest was starved of host CPU
 (``rep-NNN.starved-K``).  Nothing is deleted or overwritten.
 
@@ -28,9 +20,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable
@@ -38,24 +27,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .. import status as run_status
-from ..guest.agent import atomic_write
-from ..rundir import RunSpec
-from .boot import boot
-from .kernel import REPO_ROOT, KernelBuild
+from .. import rundir
+from ..guest import workload as workloads
+from ..rundir import CampaignDir, RunSpec
+from .cluster import run_on_cluster
+from .execute import STARVED_WAIT_SHARE, Outcome, Provenance, execute, previous
+from .kernel import KernelBuild
+from .provenance import git_commit, host_tools
 
-BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
-# A guest whose processes spent more than this share of the run ready to run
-# but waiting for a host CPU (scheduler statistics, mptlab.campaign.boot.TreeCPU)
-# was starved by its neighbours: its timing, hence its results, may be off.
-# Alone a guest waits ~3 %; bulk goodput held within 1 % up to ~23 % and lost
-# 3-4 % at ~34 % (docs/benchmarks.md, campaign throughput); delay metrics
-# feel waiting sooner, hence a margin.
-STARVED_WAIT_SHARE = 0.10
-
-
-def _wait_share(wait_s: float | None, seconds: float | None) -> float | None:
-    return wait_s / seconds if wait_s is not None and seconds else None
+__all__ = ["STARVED_WAIT_SHARE", "Campaign", "CampaignReport", "Outcome", "Slots", "default_jobs"]
 
 
 def default_jobs() -> int:
@@ -69,38 +49,23 @@ def default_jobs() -> int:
 
 
 @dataclass
-class Outcome:
-    run_id: str
-    status: str  # mptlab.status.RUN_STATUSES: ok, failed, stalled, timeout, panic, crashed
-    reason: str = ""
-    seconds: float = 0.0
-    previous: bool = False  # finished in an earlier invocation
-    cpu_wait_share: float | None = None  # host CPU wait / run time (run.json)
-
-    @property
-    def starved(self) -> bool:
-        return self.cpu_wait_share is not None and self.cpu_wait_share > STARVED_WAIT_SHARE
-
-
-@dataclass
 class CampaignReport:
     outcomes: list[Outcome] = field(default_factory=list)
+    notices: list[str] = field(default_factory=list)
 
     @property
     def failed(self) -> list[Outcome]:
         """Every run that did not end ok (failed, stalled, timeout, ...)."""
-        return [o for o in self.outcomes if o.status != run_status.OK]
+        return [o for o in self.outcomes if o.status != rundir.OK]
 
     def breakdown(self) -> str:
         """``"2 failed, 1 stalled"``: the runs not ok, by status."""
-        return run_status.breakdown(o.status for o in self.outcomes)
-
-    notices: list[str] = field(default_factory=list)
+        return rundir.breakdown(o.status for o in self.outcomes)
 
     @property
     def starved(self) -> list[Outcome]:
         """Runs that finished but whose guest was short of host CPU."""
-        return [o for o in self.outcomes if o.status == "ok" and o.starved]
+        return [o for o in self.outcomes if o.status == rundir.OK and o.starved]
 
 
 class Slots:
@@ -134,41 +99,6 @@ class Slots:
             return self.limit
 
 
-def host_tools() -> dict[str, str]:
-    """Versions of the tools the guests run (the guest's root is the host's /)."""
-
-    def version(*cmd: str) -> str:
-        try:
-            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
-            return (out.stdout or out.stderr).strip().splitlines()[0]
-        except (OSError, IndexError, subprocess.TimeoutExpired):
-            return "unavailable"
-
-    return {
-        "iperf3": version("iperf3", "--version"),
-        "iproute2": version("ip", "-V"),
-        "tcpdump": version("tcpdump", "--version"),
-        "mptcpize": version("dpkg-query", "-W", "-f", "${Version}", "mptcpize"),
-        "d-itg": version("dpkg-query", "-W", "-f", "${Version}", "d-itg"),
-        "nghttp2": version("dpkg-query", "-W", "-f", "${Version}", "nghttp2-client"),
-        "ffmpeg": version("dpkg-query", "-W", "-f", "${Version}", "ffmpeg"),
-        "python": sys.version.split()[0],
-    }
-
-
-def git_commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "rev-parse", "HEAD"], capture_output=True, text=True
-        )
-        dirty = subprocess.run(
-            ["git", "-C", str(REPO_ROOT), "status", "--porcelain"], capture_output=True, text=True
-        )
-        return out.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
-    except OSError:
-        return "unknown"
-
-
 class Campaign:
     def __init__(
         self,
@@ -183,7 +113,7 @@ class Campaign:
         on_progress: Callable[[Outcome, int, int, int], None] | None = None,
         cluster: str | None = None,
     ):
-        self.out_dir = Path(out_dir)
+        self.dir = CampaignDir(out_dir)
         self.runs = runs
         self.kernel = kernel
         self.jobs = jobs or default_jobs()
@@ -194,12 +124,11 @@ class Campaign:
         self.on_progress = on_progress
         self.cluster = cluster  # a Dask scheduler address: runs go to its workers
         self._lock = threading.Lock()
-        self.tools = host_tools()
-        self.commit = git_commit()
+        self.provenance = Provenance(host_tools(), git_commit())
 
-    # ------------------------------------------------------------ layout
-    def run_dir(self, run: RunSpec) -> Path:
-        return self.out_dir / "runs" / run.variant / f"rep-{run.repetition:03d}"
+    @property
+    def out_dir(self) -> Path:
+        return self.dir.path
 
     def order(self) -> list[RunSpec]:
         """The runs in a seeded random order (recorded in campaign.json)."""
@@ -208,119 +137,53 @@ class Campaign:
         return order
 
     def write_campaign(self, order: list[RunSpec]) -> None:
-        self.out_dir.mkdir(parents=True, exist_ok=True)
-        info = (
-            json.loads(self.kernel.build_info.read_text())
-            if self.kernel.build_info.exists()
-            else {}
+        build = self.kernel.build_info
+        info = json.loads(build.read_text()) if build.exists() else {}
+        previous_info = self.dir.info() or {}
+        self.dir.write_info(
+            {
+                "experiment": sorted({r.experiment for r in self.runs}),
+                "runs": len(self.runs),
+                "order_seed": self.seed,
+                "order": [r.run_id for r in order],
+                "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
+                "git_commit": self.provenance.commit,
+                "tools": self.provenance.tools,
+                "invocations": previous_info.get("invocations", [])
+                + [{"started": time.time(), "jobs": self.jobs}],
+            }
         )
-        path = self.out_dir / "campaign.json"
-        previous = json.loads(path.read_text()) if path.exists() else None
-        record = {
-            "experiment": sorted({r.experiment for r in self.runs}),
-            "runs": len(self.runs),
-            "order_seed": self.seed,
-            "order": [r.run_id for r in order],
-            "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
-            "git_commit": self.commit,
-            "tools": self.tools,
-            "invocations": (previous or {}).get("invocations", [])
-            + [{"started": time.time(), "jobs": self.jobs}],
-        }
-        atomic_write(path, json.dumps(record, indent=1))
 
     # ------------------------------------------------------------- runs
-    def _set_aside(self, run_dir: Path, why: str) -> Path:
-        k = 1
-        while (target := run_dir.with_name(f"{run_dir.name}.{why}-{k}")).exists():
-            k += 1
-        run_dir.rename(target)
-        return target
-
     def _previous(self, run: RunSpec) -> Outcome | None:
         """The outcome of an earlier invocation, or None if the run must (re)run."""
-        run_dir = self.run_dir(run)
-        if not run_dir.exists():
+        run_dir = self.dir.run_dir(run.variant, run.repetition)
+        if not run_dir.path.exists():
             return None
-        marker = run_dir / "run.json"
-        if not marker.exists():
-            self._set_aside(run_dir, "interrupted")
+        info = run_dir.run_info()
+        if info is None:
+            run_dir.set_aside("interrupted")
             return None
-        info = json.loads(marker.read_text())
-        if info["status"] != "ok" and self.retry_failed:
-            self._set_aside(run_dir, "failed")
+        if info["status"] != rundir.OK and self.retry_failed:
+            run_dir.set_aside("failed")
             return None
-        outcome = Outcome(
-            run.run_id,
-            info["status"],
-            info.get("reason", ""),
-            info.get("seconds", 0),
-            previous=True,
-            cpu_wait_share=_wait_share(info.get("host_cpu_wait_s"), info.get("seconds")),
-        )
-        if outcome.status == "ok" and outcome.starved and self.retry_starved:
-            self._set_aside(run_dir, "starved")
+        outcome = previous(run, dict(info))
+        if outcome.status == rundir.OK and outcome.starved and self.retry_starved:
+            run_dir.set_aside("starved")
             return None
         return outcome
 
     def execute(self, run: RunSpec) -> Outcome:
-        run_dir = self.run_dir(run)
-        run_dir.mkdir(parents=True)
-        atomic_write(run_dir / "spec.json", json.dumps(run.to_json(), indent=1))
-        timeout_s = run.config["timeout"] / 1000 + BOOT_MARGIN_S
-        script = f"exec {sys.executable} -m mptlab.guest.agent {run_dir}\n"
-        entry = run_dir / "guest-entry.sh"
-        entry.write_text("#!/bin/sh\n" + script)
-        entry.chmod(0o755)
-        started = time.time()
-        res = boot(self.kernel, run_dir, entry, timeout=timeout_s,
-                   mem_mb=run.config["kernel"].get("memory", 1 << 30) >> 20,
-                   env={"MPTLAB_MODULES_DIR": str(self.kernel.modules_dir)})  # fmt: skip
-        result_path = run_dir / "result.json"
-        try:
-            result = json.loads(result_path.read_text()) if result_path.exists() else None
-        except (OSError, json.JSONDecodeError) as exc:
-            result = {"status": "unreadable", "error": f"result.json unreadable: {exc}"}
-        status, reason = run_status.outcome(res.status, res.reason, result)
-        seconds = time.time() - started
-        outcome = Outcome(run.run_id, status, reason, seconds,
-                          cpu_wait_share=_wait_share(res.cpu_wait_s, seconds))  # fmt: skip
-        atomic_write(
-            run_dir / "run.json",
-            json.dumps(
-                {
-                    "status": status,
-                    "reason": reason,
-                    "started": started,
-                    "seconds": outcome.seconds,
-                    "boot_status": res.status,
-                    "host_cpu_s": res.cpu_s,
-                    "host_cpu_wait_s": res.cpu_wait_s,
-                    "timeout_s": timeout_s,
-                    "experiment": run.experiment,
-                    "variant": run.variant,
-                    "repetition": run.repetition,
-                    "seed": run.seed,
-                    "host": socket.gethostname(),
-                    "kernel_dir": str(self.kernel.dir),
-                    "git_commit": self.commit,
-                    "tools": self.tools,
-                },
-                indent=1,
-            ),
-        )
-        return outcome
+        return execute(self.dir, run, self.kernel, self.provenance)
 
     def prepare(self) -> None:
         """Host-side preparation a workload needs before its runs (e.g. media or
-        page content made once and cached): ``traffic.<type>.prepare(params)``
+        page content made once and cached): ``mptlab.workloads.<type>.prepare(params)``
         returns data merged into the runs' ``config.workload.prepared``."""
-        from .. import workloads as traffic
-
         cache: dict[str, dict] = {}
         for run in self.runs:
             work = run.config["workload"]
-            module = traffic.load(work["type"])
+            module = workloads.load(work["type"])
             if not hasattr(module, "prepare"):
                 continue
             key = json.dumps(work, sort_keys=True)
@@ -348,9 +211,12 @@ class Campaign:
             with self._lock:
                 report.outcomes.append(outcome)
                 done[0] += 1
-                failed[0] += outcome.status != "ok"
+                failed[0] += outcome.status != rundir.OK
                 if self.on_progress:
                     self.on_progress(outcome, done[0], failed[0], total)
+
+        def crashed(run: RunSpec, why: str) -> Outcome:
+            return Outcome(run.run_id, rundir.CRASHED, why)
 
         slots = Slots(self.jobs)
 
@@ -359,8 +225,7 @@ class Campaign:
                 try:
                     outcome = self.execute(run)
                 except Exception as exc:  # noqa: BLE001 - a host-side error fails this run only
-                    outcome = Outcome(run.run_id, "crashed",
-                                      f"host error: {type(exc).__name__}: {exc}")  # fmt: skip
+                    outcome = crashed(run, f"host error: {type(exc).__name__}: {exc}")
             if self.back_off and outcome.starved and (limit := slots.shrink(limit_then)):
                 with self._lock:
                     report.notices.append(
@@ -370,10 +235,7 @@ class Campaign:
             record(outcome)
 
         if self.cluster:
-            from .cluster import run_on_cluster
-
-            run_on_cluster(self.cluster, self.out_dir, self.kernel, todo, record,
-                           lambda run, why: Outcome(run.run_id, "crashed", why))  # fmt: skip
+            run_on_cluster(self.cluster, self.out_dir, self.kernel, todo, record, crashed)
             return report
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             list(pool.map(one, todo))

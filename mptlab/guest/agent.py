@@ -6,8 +6,8 @@ reads ``RUN_DIR/spec.json`` (an expanded ``RunSpec``), then:
 
 1. loads the scheduler modules (module parameters for the one under test)
    and records their hashes;
-2. builds the topology (``mptlab.spec.plan``), sets the kernel knobs in
-   every namespace (scheduler, congestion control, buffers, checksum, path
+2. builds the planned network (``mptlab.guest.build``), sets the kernel
+   knobs in every namespace (scheduler, congestion control, buffers, checksum, path
    manager limits and endpoints, any sysctl) and flushes TCP metrics;
 3. starts the traces: sock_diag samplers on the client and the server,
    tcpdump headers per interface (optional), the kernel's stats tracepoints;
@@ -32,9 +32,6 @@ exits non-zero; the host records the run as stalled or failed
 
 from __future__ import annotations
 
-import hashlib
-import importlib
-import json
 import os
 import signal
 import subprocess
@@ -43,16 +40,19 @@ import threading
 import time
 import traceback
 from pathlib import Path
+from types import SimpleNamespace
 
-from .. import status as st
-from ..rundir import RunSpec, attrs
-from ..spec.plan import NetPlan, build, mptcp_endpoints
+from .. import rundir
+from ..rundir import RunDir, RunSpec
+from ..spec.plan import NetPlan, mptcp_endpoints
 from . import modules, nstat, stall, tracepoints
-from .netlab import Net, dev_name
+from .build import build
+from .netlab import Net
 from .sampler import SamplerThread, lateness_summary
+from .sockets import abort_sockets
+from .workload import WorkloadError
+from .workload import load as load_workload
 
-RESULT = "result.json"
-STALL_SNAPSHOT = "stall-snapshot.json"
 # After the watchdog fired: how long the workload's processes get to exit on
 # SIGTERM (iperf3 writes its partial report) before SIGKILL, and how long
 # run() gets to come back after that before the agent goes on without it.
@@ -60,29 +60,32 @@ STOP_TERM_S = 3.0
 STOP_GRACE_S = 5.0
 
 
-def atomic_write(path: Path, text: str) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+def attrs(data):
+    """Read-only attribute access to nested JSON data: ``attrs(cfg).kernel.scheduler``."""
+    if isinstance(data, dict):
+        return SimpleNamespace(**{k: attrs(v) for k, v in data.items()})
+    if isinstance(data, list):
+        return [attrs(v) for v in data]
+    return data
 
 
 class Context:
     """What a workload gets: the network, the plan, the config, where to write."""
 
-    def __init__(self, run_dir: Path, spec: RunSpec):
-        self.run_dir = run_dir
+    def __init__(self, run_dir: RunDir, spec: RunSpec):
+        self.run_dir = run_dir.path
         self.spec = spec
         self.config = attrs(spec.config)  # validated on the host
         self.workload = self.config.workload
         self.topology = attrs(spec.topology)
         self.client = self.topology.roles.client
         self.server = self.topology.roles.server
-        self.trace_dir = run_dir / "traces"
+        self.trace_dir = run_dir.traces
         self.trace_dir.mkdir(exist_ok=True)
         self.plan = NetPlan.from_json(spec.plan)
         self.net: Net | None = None
         self.marks: dict[str, float] = {}
-        self._log = open(run_dir / "agent.log", "a")  # noqa: SIM115
+        self._log = open(run_dir.file(rundir.AGENT_LOG), "a")  # noqa: SIM115
         self.procs: list[subprocess.Popen] = []
         self.samplers: list[SamplerThread] = []
         self.trace_reader: tracepoints.TraceReader | None = None
@@ -114,45 +117,6 @@ class Context:
             except Exception as exc:  # noqa: BLE001 - recorded; the run goes on
                 self.log(f"event {k} failed: {exc}")
                 self.marks[f"event{k}_failed"] = time.time()
-
-
-def _sha256(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
-
-
-def load_modules(ctx: Context) -> dict[str, str]:
-    modules_dir = Path(os.environ["MPTLAB_MODULES_DIR"])
-    wanted = ctx.config.kernel.scheduler
-    hashes = {}
-    for ko in sorted(modules_dir.glob("mptcp_*.ko")):
-        params = (
-            ctx.spec.config["kernel"]["scheduler_params"] if ko.stem == f"mptcp_{wanted}" else {}
-        )
-        modules.insmod(ko, params)
-        hashes[ko.name] = _sha256(ko)
-    if wanted not in modules.available_schedulers():
-        raise RuntimeError(f"scheduler {wanted!r} not available after loading {sorted(hashes)}")
-    return hashes
-
-
-def mptcp_ip_lines(ctx: Context) -> dict[str, list[str]]:
-    """``ip`` lines per host: TCP metrics flush, MPTCP limits and endpoints."""
-    k = ctx.config.kernel
-    endpoints = mptcp_endpoints(ctx.plan, ctx.client, ctx.server)
-    lines: dict[str, list[str]] = {}
-    for host in ctx.plan.hosts:
-        ln = ["tcp_metrics flush all"]
-        if host in (ctx.client, ctx.server):
-            pm = k.path_manager
-            ln.append(
-                f"mptcp limits set subflow {pm.subflows} add_addr_accepted {pm.add_addr_accepted}"
-            )
-            ln += [
-                f"mptcp endpoint add {a} dev {dev_name(host, i)} {flag}"
-                for a, i, flag in endpoints.get(host, [])
-            ]
-        lines[host] = ln
-    return lines
 
 
 def guest_tcp_mem(meminfo: str = "/proc/meminfo") -> str:
@@ -223,7 +187,8 @@ def start_traces(ctx: Context) -> None:
     if t.ss_interval or t.ofo_interval:
         ctx.samplers.append(
             SamplerThread(
-                {str(ctx.trace_dir / host): ctx.net.ns(host) for host in (ctx.client, ctx.server)},
+                {host: ctx.net.ns(host) for host in (ctx.client, ctx.server)},
+                ctx.trace_dir,
                 (t.ss_interval or 0) / 1000 or None,
                 (t.ofo_interval or 0) / 1000 or None,
             )
@@ -248,7 +213,7 @@ def start_traces(ctx: Context) -> None:
     events = tracepoints.STATS_EVENTS + ((tracepoints.OFO_EVENT,) if t.ofo_events else ())
     tracepoints.enable(events, clock="mono")
     ctx.trace_reader = tracepoints.TraceReader(
-        ctx.trace_dir / "ktrace.txt", ctx.trace_dir / "ofo-events.csv"
+        ctx.trace_dir / rundir.KTRACE, ctx.trace_dir / rundir.OFO_EVENTS
     )
 
 
@@ -275,7 +240,7 @@ def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
         "ktrace_lost_events": lost,
         "ofo_events": ofo_events,
     }
-    return tracepoints.parse((ctx.trace_dir / "ktrace.txt").read_text()), fidelity
+    return tracepoints.parse((ctx.trace_dir / rundir.KTRACE).read_text()), fidelity
 
 
 def wait_for_close(ctx: Context, timeout_s: float = 30) -> None:
@@ -334,7 +299,7 @@ def start_watchdog(ctx: Context) -> stall.Watchdog | None:
     return stall.Watchdog(
         {h: ctx.net.ns(h) for h in (ctx.client, ctx.server)},
         timeout_s,
-        ctx.trace_dir / STALL_SNAPSHOT,
+        ctx.trace_dir / rundir.STALL_SNAPSHOT,
         path_of=path_of,
         extra_snapshot=extra,
         log=ctx.log,
@@ -347,8 +312,6 @@ def stop_workload(ctx: Context) -> None:
     """Make a stalled workload's run() come back: SIGTERM (then SIGKILL) to
     the processes it started in the client's and the server's namespaces
     (not the traces'), and shut down the sockets it made in this process."""
-    from mptlab.workloads.helpers.common import abort_sockets
-
     mine = {ctx.net.ns(ctx.client), ctx.net.ns(ctx.server)}
     procs = [p for ns, p in ctx.net.spawned
              if ns in mine and p not in ctx.procs and p.poll() is None]  # fmt: skip
@@ -415,8 +378,6 @@ def error_text(exc: BaseException) -> str:
     """A workload's failure in words: a ``WorkloadError`` is its message; any
     other exception is named, with where it came from when it is a lookup
     or type error (a bug in reading a tool's output, not the tool's fault)."""
-    from mptlab.workloads.helpers.common import WorkloadError
-
     if isinstance(exc, WorkloadError):
         return str(exc)
     text = f"{type(exc).__name__}: {exc}"
@@ -426,7 +387,7 @@ def error_text(exc: BaseException) -> str:
     return text
 
 
-def run(run_dir: Path) -> int:
+def run(run_dir: RunDir) -> int:
     state: dict = {}
     code = _run(run_dir, state)
     if state.get("abandoned"):
@@ -438,29 +399,36 @@ def run(run_dir: Path) -> int:
     return code
 
 
-def _run(run_dir: Path, state: dict) -> int:
-    spec = RunSpec.from_json(json.loads((run_dir / "spec.json").read_text()))
+def _run(run_dir: RunDir, state: dict) -> int:
+    spec = run_dir.run_spec()
     ctx = Context(run_dir, spec)
-    result: dict = {"status": st.RESULT_ERROR, "started": time.time()}
+    result: dict = {"status": rundir.RESULT_ERROR, "started": time.time()}
     outcome: WorkloadOutcome | None = None
     try:
         ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed}")
-        modules = load_modules(ctx)
-        ctx.net = build(ctx.plan, Net(log=ctx.log), extra_ip=mptcp_ip_lines(ctx))
+        kernel = spec.config["kernel"]
+        hashes = modules.load_schedulers(
+            scheduler=kernel["scheduler"], params=kernel["scheduler_params"]
+        )
+        pm = kernel["path_manager"]
+        ctx.net = build(
+            ctx.plan,
+            ctx.client,
+            ctx.server,
+            subflows=pm["subflows"],
+            add_addr_accepted=pm["add_addr_accepted"],
+            net=Net(log=ctx.log),
+        )
         applied = configure(ctx)
-        atomic_write(
-            run_dir / "guest-provenance.json",
-            json.dumps(
-                {"kernel": os.uname().release, "modules_sha256": modules, "settings": applied},
-                indent=2,
-            ),
+        run_dir.write_provenance(
+            {"kernel": os.uname().release, "modules_sha256": hashes, "settings": applied}
         )
         start_traces(ctx)
         background = None
         if ctx.spec.config.get("background"):
-            background = importlib.import_module("mptlab.workloads.background")
+            background = load_workload("background")
             background.start(ctx)
-        workload = importlib.import_module(f"traffic.{ctx.workload.type}")
+        workload = load_workload(ctx.workload.type)
         ctx.nstat = nstat.Recorder({h: ctx.net.ns(h) for h in (ctx.client, ctx.server)})
         ctx.watchdog = watchdog = start_watchdog(ctx)
         ctx.nstat.take("start")
@@ -495,7 +463,7 @@ def _run(run_dir: Path, state: dict) -> int:
             result["memory_diagnosis"] = memory_words
         if outcome.stalled:
             reason = watchdog.reason + (f"; {memory_words}" if memory_words else "")
-            result.update(status=st.RESULT_STALLED, reason=reason, stall=watchdog.info)
+            result.update(status=rundir.RESULT_STALLED, reason=reason, stall=watchdog.info)
             if outcome.exc is not None:  # what the stopped workload said; the reason stays
                 result["workload_error"] = error_text(outcome.exc)
             return 1
@@ -506,17 +474,23 @@ def _run(run_dir: Path, state: dict) -> int:
                 error += f"; stall watchdog: {seen}"
             result.update(error=error, traceback=outcome.traceback)
             return 1
-        result["status"] = st.RESULT_OK
+        result["status"] = rundir.RESULT_OK
         return 0
     except Exception as exc:  # noqa: BLE001 - every failure is recorded, then reported
         error = f"{type(exc).__name__}: {exc}"
         if outcome is not None and outcome.stalled and ctx.watchdog is not None:
             # the watchdog's reason stays the run's; this failure came after it
-            result.update(status=st.RESULT_STALLED, reason=ctx.watchdog.reason,
-                          stall=ctx.watchdog.info, agent_error=error)  # fmt: skip
+            result.update(
+                status=rundir.RESULT_STALLED,
+                reason=ctx.watchdog.reason,
+                stall=ctx.watchdog.info,
+                agent_error=error,
+            )
         elif outcome is not None and outcome.exc is not None:
-            result.update(error=f"{error_text(outcome.exc)}; then {error}",
-                          traceback=outcome.traceback + traceback.format_exc())  # fmt: skip
+            result.update(
+                error=f"{error_text(outcome.exc)}; then {error}",
+                traceback=outcome.traceback + traceback.format_exc(),
+            )
         else:
             result.update(error=error, traceback=traceback.format_exc())
         ctx.log(traceback.format_exc())
@@ -525,7 +499,7 @@ def _run(run_dir: Path, state: dict) -> int:
         if ctx.watchdog is not None and ctx.watchdog.thread.is_alive():
             ctx.watchdog.stop()
         result["finished"] = time.time()
-        atomic_write(run_dir / RESULT, json.dumps(result, indent=1, default=str))
+        run_dir.write_result(result)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -533,7 +507,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(argv) != 1:
         print("usage: python -m mptlab.guest.agent RUN_DIR", file=sys.stderr)
         return 2
-    return run(Path(argv[0]))
+    return run(RunDir(argv[0]))
 
 
 if __name__ == "__main__":

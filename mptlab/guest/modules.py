@@ -1,14 +1,16 @@
-"""Kernel modules and MPTCP scheduler selection, inside the guest."""
+"""The scheduler modules under test, loaded inside the guest."""
 
 from __future__ import annotations
 
 import ctypes
+import hashlib
 import os
 import platform
 import subprocess
 from pathlib import Path
 
 SYSCTL_DIR = Path("/proc/sys/net/mptcp")
+ENV = "MPTLAB_MODULES_DIR"  # where the host tells the guest the built modules are
 
 
 # finit_module(2): loading through the system call rather than insmod saves
@@ -32,35 +34,30 @@ def insmod(path: Path, params: dict[str, object] | None = None) -> None:
         os.close(fd)
     if rc != 0:
         err = ctypes.get_errno()
-        hint = " (a parameter name or value the module rejects? see the console log)" if (
-            err == 22 and words) else ""  # fmt: skip
+        hint = ""
+        if err == 22 and words:
+            hint = " (a parameter name or value the module rejects? see the console log)"
         raise RuntimeError(f"loading {path.name} failed: {os.strerror(err)}{hint}")
 
 
-def rmmod(name: str) -> subprocess.CompletedProcess:
-    return subprocess.run(["rmmod", name], capture_output=True, text=True, check=False)
-
-
-def load_schedulers(modules_dir: Path) -> list[str]:
-    """Load every ``mptcp_*.ko`` in ``modules_dir``; return the module names loaded."""
-    loaded = []
-    for ko in sorted(Path(modules_dir).glob("mptcp_*.ko")):
-        insmod(ko)
-        loaded.append(ko.stem)
-    return loaded
+def load_schedulers(
+    modules_dir: Path | str | None = None,
+    scheduler: str | None = None,
+    params: dict[str, object] | None = None,
+) -> dict[str, str]:
+    """Load every ``mptcp_*.ko`` of ``modules_dir`` (default: ``$MPTLAB_MODULES_DIR``),
+    ``params`` for the module of ``scheduler``; {module file: sha256}.
+    RuntimeError if ``scheduler`` is not registered afterwards."""
+    modules_dir = Path(modules_dir or os.environ[ENV])
+    hashes = {}
+    for ko in sorted(modules_dir.glob("mptcp_*.ko")):
+        insmod(ko, params if ko.stem == f"mptcp_{scheduler}" else None)
+        hashes[ko.name] = hashlib.sha256(ko.read_bytes()).hexdigest()
+    if scheduler is not None and scheduler not in available_schedulers():
+        raise RuntimeError(f"scheduler {scheduler!r} not available after loading {sorted(hashes)}")
+    return hashes
 
 
 def available_schedulers() -> list[str]:
+    """``net.mptcp.available_schedulers``: the schedulers registered now."""
     return (SYSCTL_DIR / "available_schedulers").read_text().split()
-
-
-def current_scheduler() -> str:
-    return (SYSCTL_DIR / "scheduler").read_text().strip()
-
-
-def set_scheduler(name: str) -> None:
-    """Select the scheduler for new sockets in the current network namespace.
-
-    Raises FileNotFoundError (ENOENT) for a name no module registered.
-    """
-    (SYSCTL_DIR / "scheduler").write_text(name)

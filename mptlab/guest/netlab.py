@@ -3,14 +3,18 @@ veth pairs shaped per direction with tc (netem + tbf + a queue discipline).
 
 This runs *inside* the UML guest (it needs root, netns and netem, which the
 host kernel lacks).  The API follows Mininet's: make a ``Net``, add hosts
-and links, then call ``build()``::
+(routers, switches) and links, then call ``build()``; an experiment's plan
+is built through ``mptlab.guest.build``::
 
     net = Net()
     cli, srv = net.add_host("cli"), net.add_host("srv")
     net.add_link(cli, srv, "10.0.1.1/24", "10.0.1.2/24",
-                 Shape(rate_mbit=25, delay_ms=12.5, queue=Queue(packets=100)))
+                 Shape(rate=25, delay=12.5, queue=Queue(packets=100)))
     net.build()
     net.run(cli, "ping", "-c", "3", "10.0.1.2")
+
+A switch is a namespace holding one Linux bridge (``br0``) that enslaves
+its interfaces: a learning switch, without STP (the planner refuses loops).
 
 Why not Mininet's TCLink: it shapes both directions alike, has no
 Gilbert-Elliott loss and no byte or BDP-relative queue limits, and its netem
@@ -19,6 +23,9 @@ shrinks with the delay.  Here the delay line (netem, never dropping) and the
 bottleneck queue (tbf + the queue discipline) are separate qdiscs:
 
     root netem (delay, jitter, loss; limit large) -> tbf (rate) -> queue (pfifo/bfifo/red/codel/fq_codel)
+
+The shapes are ``mptlab.spec.shapes.Shape``, the one definition the YAML
+profiles, the plan and this module share.
 """
 
 from __future__ import annotations
@@ -26,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import ipaddress
-import math
 import os
 import shlex
 import subprocess
@@ -35,14 +41,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MTU = 1500
-ETH_FRAME = MTU + 14
+from ..spec.shapes import ETH_FRAME, JITTER_DISTRIBUTIONS, QDISCS, Shape
+
 # netem's queue holds the packets in the delay line; it must never be the
 # one that drops, so its limit is far above any delay-bandwidth product here.
 NETEM_LIMIT = 100_000
-
-QDISCS = ("droptail", "red", "codel", "fq_codel")
-JITTER_DISTRIBUTIONS = ("uniform", "normal", "pareto", "paretonormal")
+BRIDGE = "br0"  # a switch's bridge, in the switch's namespace
+TCP_LISTEN = 10
 
 
 CLONE_NEWNET = 0x40000000
@@ -68,56 +73,6 @@ class NetError(RuntimeError):
     """A command that builds the network failed; the message shows the command and its output."""
 
 
-@dataclass(frozen=True)
-class Queue:
-    """Bottleneck queue limit: exactly one of packets, bytes or bdp (multiples of rate x RTT)."""
-
-    packets: int | None = None
-    bytes: int | None = None
-    bdp: float | None = None
-
-    def limit_bytes(self, rate_mbit: float, rtt_ms: float) -> int | None:
-        if self.bytes is not None:
-            return self.bytes
-        if self.bdp is not None:
-            return max(ETH_FRAME, int(self.bdp * rate_mbit * 1e6 / 8 * rtt_ms / 1e3))
-        return None
-
-    def limit_packets(self, rate_mbit: float, rtt_ms: float) -> int:
-        """The limit in packets (full-size frames) for disciplines counted in packets."""
-        if self.packets is not None:
-            return self.packets
-        return max(1, math.ceil(self.limit_bytes(rate_mbit, rtt_ms) / ETH_FRAME))
-
-
-@dataclass(frozen=True)
-class GilbertElliott:
-    """netem's 4-state-free Gilbert-Elliott loss model (percentages).
-
-    p: good->bad transition, r: bad->good, h: delivery in bad state (100 - loss in bad),
-    k: delivery in good state (100 - loss in good).  netem takes ``gemodel p r 1-h 1-k``.
-    """
-
-    p: float
-    r: float
-    h: float = 0.0
-    k: float = 100.0
-
-
-@dataclass(frozen=True)
-class Shape:
-    """One direction of a link."""
-
-    rate_mbit: float | None = None
-    delay_ms: float = 0.0
-    jitter_ms: float = 0.0
-    jitter_distribution: str = "normal"
-    loss_pct: float = 0.0
-    gilbert_elliott: GilbertElliott | None = None
-    queue: Queue = field(default_factory=lambda: Queue(packets=1000))
-    qdisc: str = "droptail"
-
-
 def dev_name(host: str, index: int) -> str:
     """Name of ``host``'s ``index``-th interface (interfaces follow link order)."""
     return f"{host}-eth{index}"
@@ -136,28 +91,28 @@ def shape_commands(dev: str, shape: Shape, rtt_ms: float) -> list[list[str]]:
         raise ValueError(f"unknown qdisc {shape.qdisc!r}; allowed: {', '.join(QDISCS)}")
     netem = ["tc", "qdisc", "replace", "dev", dev, "root", "handle", "1:", "netem"]
     netem += ["limit", str(NETEM_LIMIT)]
-    if shape.delay_ms or shape.jitter_ms:
-        netem += ["delay", _ms(shape.delay_ms)]
-        if shape.jitter_ms:
+    if shape.delay or shape.jitter:
+        netem += ["delay", _ms(shape.delay)]
+        if shape.jitter:
             if shape.jitter_distribution not in JITTER_DISTRIBUTIONS:
                 raise ValueError(
                     f"unknown jitter distribution {shape.jitter_distribution!r}; "
                     f"allowed: {', '.join(JITTER_DISTRIBUTIONS)}"
                 )
-            netem += [_ms(shape.jitter_ms)]
+            netem += [_ms(shape.jitter)]
             if shape.jitter_distribution != "uniform":
                 netem += ["distribution", shape.jitter_distribution]
     if shape.gilbert_elliott is not None:
         ge = shape.gilbert_elliott
         netem += ["loss", "gemodel", f"{ge.p:g}%", f"{ge.r:g}%"]
         netem += [f"{100 - ge.h:g}%", f"{100 - ge.k:g}%"]
-    elif shape.loss_pct:
-        netem += ["loss", "random", f"{shape.loss_pct:g}%"]
+    elif shape.loss:
+        netem += ["loss", "random", f"{shape.loss:g}%"]
     cmds = [netem]
-    if shape.rate_mbit is None:
+    if shape.rate is None:
         return cmds
 
-    rate = shape.rate_mbit
+    rate = shape.rate
     # burst: at least two frames, and about 1 ms at line rate for high rates
     burst = max(2 * ETH_FRAME, int(rate * 1e6 / 8 / 1000))
     cmds.append(
@@ -192,9 +147,10 @@ def shape_commands(dev: str, shape: Shape, rtt_ms: float) -> list[list[str]]:
 @dataclass
 class Host:
     name: str
-    addrs: list[str] = field(default_factory=list)  # "10.0.1.1/24"
+    addrs: list[str] = field(default_factory=list)  # "10.0.1.1/24"; "" on a switch
     interfaces: list[str] = field(default_factory=list)
     router: bool = False
+    switch: bool = False
 
     def ip(self, i: int = 0) -> str:
         return self.addrs[i].split("/")[0]
@@ -213,11 +169,48 @@ class Link:
 
     @property
     def rtt_ms(self) -> float:
-        return sum(s.delay_ms for s in (self.a_to_b, self.b_to_a) if s is not None)
+        return sum(s.delay for s in (self.a_to_b, self.b_to_a) if s is not None)
+
+
+def tcp_sockets(ns: str) -> list[tuple[int, int]]:
+    """(TCP state, local port) of every TCP socket in namespace ``ns``, read
+    from /proc without starting a process (MPTCP subflows included)."""
+    out = []
+    with in_netns(ns):
+        for name in ("tcp", "tcp6"):
+            try:
+                with open(f"/proc/thread-self/net/{name}") as f:
+                    next(f)
+                    for line in f:
+                        fields = line.split()
+                        out.append((int(fields[3], 16), int(fields[1].rsplit(":", 1)[1], 16)))
+            except OSError:
+                continue
+    return out
+
+
+def listening(ns: str, port: int) -> bool:
+    """Does a TCP (or MPTCP) socket listen on ``port`` in namespace ``ns``?"""
+    return (TCP_LISTEN, port) in tcp_sockets(ns)
+
+
+def wait_listening(
+    ns: str, port: int, proc: subprocess.Popen | None = None, timeout: float = 20.0
+) -> None:
+    """Wait until something listens on ``port`` in ``ns`` (NetError if
+    ``proc``, the server meant to listen, exits first)."""
+    deadline = time.monotonic() + timeout
+    while not listening(ns, port):
+        if proc is not None and proc.poll() is not None:
+            name = proc.args[4] if isinstance(proc.args, list) and len(proc.args) > 4 else "server"
+            raise NetError(f"{name} exited ({proc.returncode}) before listening on {port}")
+        if time.monotonic() > deadline:
+            raise NetError(f"nothing listens on port {port} in {ns} after {timeout:g} s")
+        time.sleep(0.02)
 
 
 class Net:
-    """A set of namespaced hosts joined by shaped point-to-point links."""
+    """A set of namespaced hosts, routers and switches joined by shaped links."""
 
     def __init__(self, prefix: str = "", log=None):
         self.prefix = prefix
@@ -229,10 +222,10 @@ class Net:
         self.spawned: list[tuple[str, subprocess.Popen]] = []
 
     # -- construction --------------------------------------------------
-    def add_host(self, name: str, router: bool = False) -> Host:
+    def add_host(self, name: str, router: bool = False, switch: bool = False) -> Host:
         if name in self.hosts:
             raise ValueError(f"host {name!r} defined twice")
-        host = Host(name, router=router)
+        host = Host(name, router=router, switch=switch)
         self.hosts[name] = host
         return host
 
@@ -240,13 +233,14 @@ class Net:
         self,
         a: Host,
         b: Host,
-        a_addr: str,
-        b_addr: str,
+        a_addr: str = "",
+        b_addr: str = "",
         a_to_b: Shape | None = None,
         b_to_a: Shape | None = None,
     ) -> Link:
         """Link ``a`` and ``b``, shaping each direction (``b_to_a`` defaults to
-        ``a_to_b``; no shape at all: an unshaped veth pair)."""
+        ``a_to_b``; no shape at all: an unshaped veth pair).  A switch's end
+        has no address."""
         if b_to_a is None:
             b_to_a = a_to_b
         a_dev = dev_name(a.name, len(a.interfaces))
@@ -254,8 +248,11 @@ class Net:
         for dev in (a_dev, b_dev):
             if len(dev) > 15:
                 raise ValueError(f"interface name {dev!r} longer than 15 characters")
-        ipaddress.ip_interface(a_addr)
-        ipaddress.ip_interface(b_addr)
+        for host, addr in ((a, a_addr), (b, b_addr)):
+            if host.switch != (not addr):
+                raise ValueError(f"{host.name}: a switch's interface has no address, any other one")
+            if addr:
+                ipaddress.ip_interface(addr)
         a.interfaces.append(a_dev)
         b.interfaces.append(b_dev)
         a.addrs.append(a_addr)
@@ -289,9 +286,6 @@ class Net:
         self.spawned.append((self.ns(host), proc))
         return proc
 
-    def sysctl(self, host: Host | str, key: str, value: str | int) -> None:
-        self.sysctls(host, {key: value})
-
     def sysctls(self, host: Host | str, values: dict) -> None:
         """Set sysctls in ``host``'s namespace, in this process (no fork: process
         creation is the slow part of building a network in UML)."""
@@ -310,27 +304,11 @@ class Net:
                     ) from None
 
     def tcp_sockets(self, host: Host | str) -> list[tuple[int, int]]:
-        """(TCP state, local port) of every TCP socket in ``host``'s namespace,
-        read from /proc without starting a process (MPTCP subflows included)."""
-        out = []
-        with in_netns(self.ns(host)):
-            for name in ("tcp", "tcp6"):
-                with open(f"/proc/thread-self/net/{name}") as f:
-                    next(f)
-                    for line in f:
-                        fields = line.split()
-                        out.append((int(fields[3], 16), int(fields[1].rsplit(":", 1)[1], 16)))
-        return out
+        return tcp_sockets(self.ns(host))
 
     def wait_listening(self, host: Host | str, port: int, timeout: float = 10.0) -> None:
         """Wait until something listens on TCP ``port`` in ``host``'s namespace."""
-        deadline = time.monotonic() + timeout
-        while (10, port) not in self.tcp_sockets(host):  # 10: TCP_LISTEN
-            if time.monotonic() > deadline:
-                raise NetError(
-                    f"nothing listens on port {port} in {self.ns(host)} after {timeout:g} s"
-                )
-            time.sleep(0.02)
+        wait_listening(self.ns(host), port, timeout=timeout)
 
     def batch(self, host: Host | str | None, tool: str, lines: list[str]) -> None:
         """Run ``ip`` or ``tc`` commands (without the tool name) in one process,
@@ -350,22 +328,29 @@ class Net:
             )
 
     def build(self, extra_ip: dict[str, list[str]] | None = None) -> None:
-        """Create namespaces, veth pairs, addresses and shapes: one ``ip`` and at
-        most one ``tc`` process per host.  ``extra_ip`` adds ``ip`` lines per
-        host (routes, rules, MPTCP endpoints) to the same batch."""
+        """Create namespaces, veth pairs, bridges, addresses and shapes: one
+        ``ip`` and at most one ``tc`` process per node.  ``extra_ip`` adds
+        ``ip`` lines per node (routes, rules, MPTCP endpoints) to the same batch."""
         self.batch(None, "ip", [f"netns add {self.ns(h)}" for h in self.hosts.values()])
-        self.batch(None, "ip", [
+        veths = [
             f"link add {ln.a_dev} netns {self.ns(ln.a)} type veth peer {ln.b_dev} netns {self.ns(ln.b)}"
             for ln in self.links
-        ])  # fmt: skip
+        ]
+        self.batch(None, "ip", veths)
         ip_lines: dict[str, list[str]] = {h: ["link set lo up"] for h in self.hosts}
         tc_lines: dict[str, list[str]] = {h: [] for h in self.hosts}
+        for name, host in self.hosts.items():
+            if host.switch:
+                ip_lines[name] += [f"link add {BRIDGE} type bridge", f"link set {BRIDGE} up"]
         for ln in self.links:
             for host, dev, addr, shape in (
                 (ln.a, ln.a_dev, ln.a_addr, ln.a_to_b),
                 (ln.b, ln.b_dev, ln.b_addr, ln.b_to_a),
             ):
-                ip_lines[host.name].append(f"addr add {addr} dev {dev}")
+                if host.switch:
+                    ip_lines[host.name].append(f"link set {dev} master {BRIDGE}")
+                else:
+                    ip_lines[host.name].append(f"addr add {addr} dev {dev}")
                 # one MSS per skb: no 64 KB "packets" through netem/tbf (GSO/TSO off)
                 ip_lines[host.name].append(f"link set {dev} up gso_max_segs 1")
                 if shape is not None:
@@ -376,13 +361,7 @@ class Net:
             self.batch(host, "ip", ip_lines[name] + (extra_ip or {}).get(name, []))
             self.batch(host, "tc", tc_lines[name])
             if host.router:
-                self.sysctl(host, "net.ipv4.ip_forward", 1)
-
-    def _shape(self, host: Host, dev: str, shape: Shape | None, rtt_ms: float) -> None:
-        if shape is None:
-            return
-        for cmd in shape_commands(dev, shape, rtt_ms):
-            self.run(host, *cmd)
+                self.sysctls(host, {"net.ipv4.ip_forward": 1})
 
     def change(self, link: Link, a_to_b: Shape | None = None, b_to_a: Shape | None = None) -> None:
         """Re-shape a built link in place (e.g. a rate drop at t=30 s): the
@@ -395,44 +374,12 @@ class Net:
             if shape is None:
                 continue
             old = getattr(link, attr)
-            if old is not None and old.rate_mbit is not None and shape.rate_mbit is None:
+            if old is not None and old.rate is not None and shape.rate is None:
                 raise ValueError(f"{dev}: a link change cannot remove the rate limit")
             setattr(link, attr, shape)
             self.batch(
                 host, "tc", [" ".join(c[1:]) for c in shape_commands(dev, shape, link.rtt_ms)]
             )
-
-    # -- MPTCP plumbing ------------------------------------------------
-    def route_via(self, host: Host | str, dest: str, gateway: str) -> None:
-        self.run(host, "ip", "route", "replace", dest, "via", gateway)
-
-    def mptcp_limits(self, host: Host | str, subflows: int = 8, add_addr_accepted: int = 8) -> None:
-        self.run(
-            host, "ip", "mptcp", "limits", "set",
-            "subflow", str(subflows), "add_addr_accepted", str(add_addr_accepted),
-        )  # fmt: skip
-
-    def mptcp_client_paths(self, host: Host, first_table: int = 100) -> None:
-        """Policy routing + subflow endpoints so that every extra address of
-        ``host`` opens its own subflow over its own interface."""
-        for i, (addr, dev) in enumerate(zip(host.addrs, host.interfaces, strict=True)):
-            ip = addr.split("/")[0]
-            table = str(first_table + i)
-            gateway = self._peer_of(host, dev)
-            self.run(host, "ip", "rule", "add", "from", ip, "table", table)
-            self.run(
-                host, "ip", "route", "add", "default", "via", gateway, "dev", dev, "table", table
-            )
-            if i > 0:
-                self.run(host, "ip", "mptcp", "endpoint", "add", ip, "dev", dev, "subflow")
-
-    def _peer_of(self, host: Host, dev: str) -> str:
-        for link in self.links:
-            if link.a is host and link.a_dev == dev:
-                return link.b_addr.split("/")[0]
-            if link.b is host and link.b_dev == dev:
-                return link.a_addr.split("/")[0]
-        raise KeyError(f"{host.name} has no interface {dev}")
 
     def destroy(self) -> None:
         for host in self.hosts.values():

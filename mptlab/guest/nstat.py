@@ -27,6 +27,9 @@ and global to the guest, ``inuse`` per namespace).
 from __future__ import annotations
 
 import os
+import time
+
+from .netlab import in_netns
 
 COUNTER_FILES = ("netstat", "snmp")
 MEMINFO_FIELDS = ("MemTotal", "MemFree", "MemAvailable")
@@ -104,7 +107,7 @@ def delta(start: dict, end: dict, nonzero: bool = True) -> dict[str, dict[str, i
     return out
 
 
-def _read_fd(fd: int) -> str:
+def read_fd(fd: int) -> str:
     os.lseek(fd, 0, os.SEEK_SET)
     chunks = []
     while chunk := os.read(fd, 1 << 16):
@@ -122,8 +125,6 @@ class Reader:
         if netns is None:
             self._open()
         else:
-            from .netlab import in_netns
-
             with in_netns(netns):
                 self._open()
 
@@ -138,11 +139,11 @@ class Reader:
         out: dict[str, dict[str, int]] = {}
         for name in COUNTER_FILES:
             if name in self.fds:
-                out.update(parse_counters(_read_fd(self.fds[name])))
+                out.update(parse_counters(read_fd(self.fds[name])))
         return out
 
     def sockstat(self) -> dict[str, dict[str, int]]:
-        return parse_sockstat(_read_fd(self.fds["sockstat"])) if "sockstat" in self.fds else {}
+        return parse_sockstat(read_fd(self.fds["sockstat"])) if "sockstat" in self.fds else {}
 
     def close(self) -> None:
         for fd in self.fds.values():
@@ -179,8 +180,6 @@ class Recorder:
         self.taken: dict[str, dict] = {}  # moment -> {"counters": {host: ...}, "memory": ...}
 
     def snapshot(self) -> dict:
-        import time
-
         t = time.time()
         return {
             "counters": {host: r.counters() for host, r in self.readers.items()},

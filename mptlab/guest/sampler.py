@@ -1,29 +1,28 @@
 """Sample TCP subflows and MPTCP connections through sock_diag (what ``ss``
-reads), inside the guest, in one network namespace.
+reads), inside the guest, in the client's and the server's namespaces.
 
-    ip netns exec client python -m mptlab.guest.sampler OUT_PREFIX --ss 0.1 --mptcp 0.01
-
-writes ``OUT_PREFIX-subflows.csv`` (every TCP socket every ``--ss`` seconds:
-cwnd, sRTT, in-flight, retransmissions, bytes, and the MPTCP subflow
-counters of patch 0002) and ``OUT_PREFIX-mptcp.csv`` (every MPTCP connection
-every ``--mptcp`` seconds: OFO queue now/max, bytes sent/reinjected/acked/
-received, scheduler).  One netlink dump per sample, no process per sample.
-A sample still costs the guest a dozen system calls, and a system call in a
-User-Mode Linux guest costs ~70 us of host CPU here: the agent therefore
-samples at 100 ms and gets every OFO change from the kernel tracepoint
-instead (``mptlab.guest.tracepoints``).  Stops on SIGTERM/SIGINT and flushes.
+``SamplerThread`` writes ``traces/<host>-subflows.csv`` (every TCP socket
+every ``ss_interval``: cwnd, sRTT, in-flight, retransmissions, bytes, and
+the MPTCP subflow counters of patch 0002) and ``traces/<host>-mptcp.csv``
+(every MPTCP connection every ``mptcp_interval``: OFO queue now/max, bytes
+sent/reinjected/acked/received, scheduler).  One netlink dump per sample,
+no process per sample.  A sample still costs the guest a dozen system
+calls, and a system call in a User-Mode Linux guest costs ~70 us of host
+CPU here: the agent therefore samples at 100 ms and gets every OFO change
+from the kernel tracepoint instead (``mptlab.guest.tracepoints``).
 """
 
 from __future__ import annotations
 
-import argparse
 import csv
-import signal
 import socket
 import struct
-import sys
 import threading
 import time
+from pathlib import Path
+
+from .. import rundir
+from .netlab import in_netns
 
 NETLINK_SOCK_DIAG = 4
 SOCK_DIAG_BY_FAMILY = 20
@@ -182,24 +181,19 @@ def mptcp_rows(diag: Diag, now: float) -> list[list]:
 
 
 def run(
-    prefix: str | None,
+    targets: list[tuple[Path, Diag]],
     ss_interval: float | None,
     mptcp_interval: float | None,
-    duration: float | None = None,
-    stop: threading.Event | None = None,
-    targets: list[tuple[str, Diag]] | None = None,
+    stop: threading.Event,
     lateness: list[float] | None = None,
 ) -> None:
-    """Sample until ``stop`` is set (or ``duration`` s have passed).
+    """Sample until ``stop`` is set.
 
-    ``targets`` lists (output prefix, Diag) pairs sampled in turn by this one
-    loop (one per network namespace); without it, ``prefix`` with a Diag of
-    the current namespace is the only target.  How late each
-    wakeup came (s) is appended to ``lateness``: a loaded host shows there.
+    ``targets`` lists (trace file prefix, Diag) pairs sampled in turn by this
+    one loop (one per network namespace): ``<prefix>-subflows.csv``,
+    ``<prefix>-mptcp.csv``.  How late each wakeup came (s) is appended to
+    ``lateness``: a loaded host shows there.
     """
-    stop = stop or threading.Event()
-    if targets is None:
-        targets = [(prefix, Diag())]
     files = []
     jobs = []  # (kind, diag, writer)
     intervals = {"subflows": ss_interval, "mptcp": mptcp_interval}
@@ -208,7 +202,8 @@ def run(
     for out_prefix, target_diag in targets:
         for kind, interval in intervals.items():
             if interval:
-                f = open(f"{out_prefix}-{kind}.csv", "w", newline="")  # noqa: SIM115
+                path = out_prefix.with_name(rundir.sampler_trace(out_prefix.name, kind))
+                f = open(path, "w", newline="")  # noqa: SIM115
                 files.append(f)
                 writer = csv.writer(f)
                 writer.writerow(columns[kind])
@@ -217,7 +212,7 @@ def run(
     start = time.monotonic()
     due = {kind: start for kind in kinds}
     try:
-        while not stop.is_set() and (duration is None or time.monotonic() - start < duration):
+        while not stop.is_set():
             now_mono = time.monotonic()
             ready = {kind for kind in kinds if now_mono >= due[kind]}
             if ready and lateness is not None:
@@ -238,25 +233,26 @@ def run(
 
 
 class SamplerThread:
-    """``run()`` in one thread of the calling process, sampling every
-    namespace of ``targets`` ({output prefix: netns name}); the netlink
-    sockets are created in their namespaces, no process is spawned."""
+    """``run()`` in one thread of the calling process, sampling the namespace of
+    every host of ``namespaces`` ({host: netns name}) into ``trace_dir``; the
+    netlink sockets are created in their namespaces, no process is spawned."""
 
     def __init__(
-        self, targets: dict[str, str], ss_interval: float | None, mptcp_interval: float | None
+        self,
+        namespaces: dict[str, str],
+        trace_dir: Path,
+        ss_interval: float | None,
+        mptcp_interval: float | None,
     ):
-        from .netlab import in_netns
-
-        diags = []
-        for out_prefix, netns in targets.items():
+        targets = []
+        for host, netns in namespaces.items():
             with in_netns(netns):
-                diags.append((out_prefix, Diag()))
+                targets.append((Path(trace_dir) / host, Diag()))
         self.stop_event = threading.Event()
         self.lateness: list[float] = []
         self.thread = threading.Thread(
             target=run,
-            args=(None, ss_interval, mptcp_interval),
-            kwargs={"stop": self.stop_event, "targets": diags, "lateness": self.lateness},
+            args=(targets, ss_interval, mptcp_interval, self.stop_event, self.lateness),
             daemon=True,
         )
         self.thread.start()
@@ -277,25 +273,3 @@ def lateness_summary(lateness: list[float]) -> dict:
         return round(ms[min(len(ms) - 1, int(q * (len(ms) - 1) + 0.5))], 3)
 
     return {"n": len(ms), "p50_ms": pct(0.5), "p99_ms": pct(0.99), "max_ms": round(ms[-1], 3)}
-
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("prefix", help="output path prefix (…-subflows.csv, …-mptcp.csv)")
-    parser.add_argument(
-        "--ss", type=float, default=0.1, help="subflow sampling period in s (0: off)"
-    )
-    parser.add_argument(
-        "--mptcp", type=float, default=0.01, help="connection sampling period in s (0: off)"
-    )
-    parser.add_argument("--duration", type=float, default=None, help="stop after this many seconds")
-    args = parser.parse_args(argv)
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    signal.signal(signal.SIGINT, lambda *_: stop.set())
-    run(args.prefix, args.ss or None, args.mptcp or None, args.duration, stop=stop)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -43,10 +43,16 @@ from __future__ import annotations
 import json
 import os
 import struct
+import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from ..spec.shapes import ETH_FRAME
+from . import sampler
+from .netlab import in_netns
+from .nstat import parse_sockstat, read_fd
 
 # A poll is a sock_diag dump per namespace and protocol, each walking the
 # kernel's socket hash tables for IPv4 and IPv6: ~4-8 ms of guest CPU per
@@ -59,7 +65,6 @@ POLL_S = 1.0
 RTO_MIN_S = 0.2  # Linux TCP_RTO_MIN
 BACKOFFS = 5  # timeouts of one segment in a row the margin covers at the minimum RTO
 MARGIN_S = RTO_MIN_S * (2**BACKOFFS - 1)  # 0.2 + 0.4 + 0.8 + 1.6 + 3.2 = 6.2 s
-ETH_FRAME = 1514
 MPTCP_INFO_FLAGS_OFFSET = 8  # struct mptcp_info.mptcpi_flags (uapi, stable since 5.x)
 MPTCP_INFO_FLAG_FALLBACK = 1
 TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
@@ -69,69 +74,18 @@ TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5:
 
 # ------------------------------------------------------------ the timeout
 def _shape_delay_s(shape) -> float:
-    return (shape.delay_ms + 2 * shape.jitter_ms) / 1000 if shape is not None else 0.0
+    return (shape.delay + 2 * shape.jitter) / 1000 if shape is not None else 0.0
 
 
 def _shape_queue_s(shape, link_rtt_ms: float) -> float:
     """Time to drain a full bottleneck queue (0: no rate limit, no queue)."""
-    if shape is None or not shape.rate_mbit:
+    if shape is None or not shape.rate:
         return 0.0
     q = shape.queue
-    limit = q.limit_bytes(shape.rate_mbit, link_rtt_ms)
+    limit = q.limit_bytes(shape.rate, link_rtt_ms)
     if limit is None:
-        limit = q.limit_packets(shape.rate_mbit, link_rtt_ms) * ETH_FRAME
-    return limit * 8 / (shape.rate_mbit * 1e6)
-
-
-def _route(plan, src: str, src_addr: str, dst_addr: str) -> list[tuple[int, str]] | None:
-    """The links (index, "a_to_b" | "b_to_a") a packet from ``src_addr`` of
-    host ``src`` to ``dst_addr`` crosses, following the plan's policy
-    routing and /32 routes (``mptlab.spec.plan``); None: no route."""
-    addr_of = {}  # address -> (link index, side)
-    for i, ln in enumerate(plan.links):
-        addr_of[ln.a_addr.split("/")[0]] = (i, "a")
-        addr_of[ln.b_addr.split("/")[0]] = (i, "b")
-
-    def hop(node: str, via: str) -> tuple[int, str, str] | None:
-        """Cross the link from ``node`` to the neighbour owning ``via``."""
-        if via not in addr_of:
-            return None
-        i, side = addr_of[via]
-        ln = plan.links[i]
-        if side == "b" and ln.a == node:
-            return i, "a_to_b", ln.b
-        if side == "a" and ln.b == node:
-            return i, "b_to_a", ln.a
-        return None
-
-    def connected(node: str) -> str | None:
-        """``dst_addr`` if it sits on a link attached to ``node``."""
-        if dst_addr in addr_of:
-            i, side = addr_of[dst_addr]
-            ln = plan.links[i]
-            if (ln.a if side == "b" else ln.b) == node:
-                return dst_addr
-        return None
-
-    policy = {addr: gw for addr, _i, gw in plan.policy.get(src, [])}
-    via = (
-        policy.get(src_addr)
-        or connected(src)
-        or dict(plan.routes.get(src, [])).get(f"{dst_addr}/32")
-    )
-    node, out = src, []
-    for _ in range(len(plan.links) + 1):
-        if via is None:
-            return None
-        step = hop(node, via)
-        if step is None:
-            return None
-        i, direction, node = step
-        out.append((i, direction))
-        if dst_addr in plan.addresses(node):
-            return out
-        via = connected(node) or dict(plan.routes.get(node, [])).get(f"{dst_addr}/32")
-    return None
+        limit = q.limit_packets(shape.rate, link_rtt_ms) * ETH_FRAME
+    return limit * 8 / (shape.rate * 1e6)
 
 
 def path_rtts(plan, client: str, server: str) -> list[dict]:
@@ -151,7 +105,7 @@ def path_rtts(plan, client: str, server: str) -> list[dict]:
 
     def link_rtt_ms(i: int) -> float:
         ln = plan.links[i]
-        return sum(s.delay_ms for s in (ln.a_to_b, ln.b_to_a) if s is not None)
+        return sum(s.delay for s in (ln.a_to_b, ln.b_to_a) if s is not None)
 
     def cost(hops) -> tuple[float, float]:
         delay = queue = 0.0
@@ -163,8 +117,8 @@ def path_rtts(plan, client: str, server: str) -> list[dict]:
     out = []
     for c_addr in plan.addresses(client):
         for s_addr in plan.addresses(server):
-            fwd = _route(plan, client, c_addr, s_addr)
-            rev = _route(plan, server, s_addr, c_addr)
+            fwd = plan.route(client, c_addr, s_addr)
+            rev = plan.route(server, s_addr, c_addr)
             if fwd is None or rev is None:
                 continue
             (d1, q1), (d2, q2) = cost(fwd), cost(rev)
@@ -183,15 +137,15 @@ def planned_outage_s(plan) -> float:
     for i, ln in enumerate(plan.links):
         for d in ("a_to_b", "b_to_a"):
             base = getattr(ln, d)
-            since = 0.0 if base is not None and base.loss_pct >= 100 else None
+            since = 0.0 if base is not None and base.loss >= 100 else None
             for ev in sorted(plan.events, key=lambda e: e["at_ms"]):
                 shape = ev.get(d) if ev["link"] == i else None
                 if shape is None:
                     continue
                 t = ev["at_ms"] / 1000
-                if shape.loss_pct >= 100 and since is None:
+                if shape.loss >= 100 and since is None:
                     since = t
-                elif shape.loss_pct < 100 and since is not None:
+                elif shape.loss < 100 and since is not None:
                     longest = max(longest, t - since)
                     since = None
     return longest
@@ -209,7 +163,7 @@ def auto_timeout(plan, client: str, server: str) -> tuple[float, dict]:
     else:  # no routed pair (should not happen): every shaped link at once
         rtt = 0.0
         for ln in plan.links:
-            lrtt = sum(s.delay_ms for s in (ln.a_to_b, ln.b_to_a) if s is not None)
+            lrtt = sum(s.delay for s in (ln.a_to_b, ln.b_to_a) if s is not None)
             rtt += sum(_shape_delay_s(s) + _shape_queue_s(s, lrtt) for s in (ln.a_to_b, ln.b_to_a))
         worst = None
     rto = 2 * rtt + RTO_MIN_S
@@ -434,8 +388,7 @@ def describe(frozen: list[Frozen], mptcp_by_host: dict[str, list[dict]],
 def _mptcp_records(diag, now: float) -> list[dict]:
     """Every MPTCP connection (not listeners): the sampler's fields by name,
     the scheduler and whether it fell back to TCP."""
-    from . import sampler as s
-
+    s = sampler
     out = []
     for addrs, state, attrs in diag.dump(s.IPPROTO_MPTCP):
         if state == s.TCP_LISTEN or s.INET_DIAG_INFO not in attrs:
@@ -451,8 +404,7 @@ def _mptcp_records(diag, now: float) -> list[dict]:
 
 
 def _subflow_records(diag, now: float) -> list[dict]:
-    from . import sampler as s
-
+    s = sampler
     return [dict(zip(s.SUBFLOW_COLUMNS, row, strict=False)) for row in s.subflow_rows(diag, now)]
 
 
@@ -489,14 +441,11 @@ class Watchdog:
     def __init__(self, namespaces: dict[str, str], timeout_s: float, snapshot_path: Path,
                  poll_s: float = POLL_S, path_of=None, extra_snapshot=None, log=None,
                  how: dict | None = None, mptcp: bool = True):  # fmt: skip
-        from .netlab import in_netns
-        from .sampler import Diag
-
         self.namespaces = namespaces
         self.diags = {}
         for host, ns in namespaces.items():
             with in_netns(ns):
-                self.diags[host] = Diag()
+                self.diags[host] = sampler.Diag()
         self.detector = Detector(timeout_s)
         self.timeout_s = timeout_s
         self.poll_s = poll_s
@@ -566,9 +515,7 @@ class Watchdog:
     def _sample_tcp_mem(self) -> None:
         if self._sockstat_fd is None:
             return
-        from .nstat import _read_fd, parse_sockstat
-
-        pages = parse_sockstat(_read_fd(self._sockstat_fd)).get("TCP", {}).get("mem", 0)
+        pages = parse_sockstat(read_fd(self._sockstat_fd)).get("TCP", {}).get("mem", 0)
         self.tcp_mem_peak = max(self.tcp_mem_peak, pages)
 
     def _fire(self, frozen: list[Frozen], mptcp: dict, subflows: dict) -> None:
@@ -605,8 +552,6 @@ class Watchdog:
         self.fired.set()
 
     def write_snapshot(self, frozen: list[Frozen], mptcp: dict, subflows: dict) -> None:
-        import subprocess
-
         snap: dict = {
             "t": time.time(),
             "reason": self.reason,

@@ -3,37 +3,67 @@
     cat = Catalog.load()                     # experiments.yaml + topologies/
     runs = cat.expand("blest-3g-wlan")       # one RunSpec per variant and repetition
 
-Errors are SpecError with ``file:line: field: problem``.
+Experiments come from YAML files (``experiments.yaml``, a campaign file) or
+from Python (``Catalog.add``, what ``mptlab.Experiment`` uses); topologies
+from ``topologies/*.yaml``, a Mininet ``Topo`` (``mptlab.spec.mininet``) or
+Python.  Errors are SpecError with ``file:line: field: problem``.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import itertools
 import json
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ValidationError
 
-from .. import workloads as traffic
-from ..campaign.kernel import REPO_ROOT
+from .. import home
 from ..rundir import RunSpec
-from .models import DirectionSpec, ExperimentSpec, ProfileSpec, TopologySpec
-from .plan import plan, plan_events
+from . import mininet
+from .models import ExperimentSpec, Profile, TopologySpec, adapter
+from .plan import path_slot, plan, plan_events
+from .seeds import derive_seed
+from .shapes import Shape, shape_with
+from .workloads import Background, workload_model
 from .yamlsrc import Source, SpecError, load
 
-TOPOLOGY_DIR = REPO_ROOT / "topologies"
-PROFILES_FILE = TOPOLOGY_DIR / "profiles.yaml"
-EXPERIMENTS_FILE = REPO_ROOT / "experiments.yaml"
-MODULES_DIR = REPO_ROOT / "kernel" / "modules"
+PYTHON = Path("<python>")  # the "file" of experiments and profiles given from Python
+FileKind = Literal["campaign", "topology", "profiles"]
+
+
+def shipped_topologies() -> Path:
+    return home.data("topologies")
+
+
+def shipped_experiments() -> Path:
+    return home.data("experiments.yaml")
 
 
 def known_schedulers() -> list[str]:
     """``default`` plus every scheduler module in kernel/modules (mptcp_<name>.c)."""
-    names = sorted(p.stem.removeprefix("mptcp_") for p in MODULES_DIR.glob("mptcp_*.c"))
-    return ["default", *names]
+    modules = home.data("kernel/modules").glob("mptcp_*.c")
+    return ["default", *sorted(p.stem.removeprefix("mptcp_") for p in modules)]
+
+
+def file_kind(src: Source) -> FileKind:
+    """What a YAML file is, from its content: a campaign (``experiments:``),
+    a topology (``hosts:`` and ``links:``) or link profiles (``profiles:``)."""
+    data = src.data
+    if isinstance(data, dict):
+        if "experiments" in data:
+            return "campaign"
+        if "hosts" in data or "links" in data:
+            return "topology"
+        if "profiles" in data:
+            return "profiles"
+    raise SpecError(
+        f"{src.where(())}: neither a campaign (experiments: ...), a topology (hosts: ..., "
+        "links: ...) nor link profiles (profiles: ...)"
+    )
 
 
 def _errors(exc: ValidationError, src: Source, prefix: tuple) -> SpecError:
@@ -42,7 +72,7 @@ def _errors(exc: ValidationError, src: Source, prefix: tuple) -> SpecError:
         loc = prefix + tuple(err["loc"])
         field_name = ".".join(str(p) for p in loc)
         msg = err["msg"].removeprefix("Value error, ")
-        if err["type"] == "extra_forbidden":
+        if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
             msg = "unknown field"
         elif err["type"] == "literal_error":
             msg = "value not allowed: " + msg
@@ -52,7 +82,9 @@ def _errors(exc: ValidationError, src: Source, prefix: tuple) -> SpecError:
 
 def _validate(model, data, src: Source, prefix: tuple):
     try:
-        return model.model_validate(data)
+        if isinstance(model, type) and issubclass(model, BaseModel):
+            return model.model_validate(data)
+        return adapter(model).validate_python(data)
     except ValidationError as exc:
         raise _errors(exc, src, prefix) from None
 
@@ -79,13 +111,9 @@ def _set_dotted(data: dict, dotted: str, value) -> None:
 
 def _names_a_field(model, parts: list[str]) -> bool:
     """Does the dotted path ``parts`` name a field of the pydantic ``model``?"""
-    import typing
-
-    from pydantic import BaseModel
-
     for i, part in enumerate(parts):
         if model.model_config.get("extra") == "allow":
-            return True  # e.g. workload: its module checks the fields
+            return True  # e.g. workload: its model checks the fields
         field_info = model.model_fields.get(part)
         if field_info is None:
             return False
@@ -111,60 +139,82 @@ def _short(value) -> str:
 
 @dataclass
 class Catalog:
-    profiles: dict[str, ProfileSpec] = field(default_factory=dict)
+    profiles: dict[str, Profile] = field(default_factory=dict)
     topologies: dict[str, TopologySpec] = field(default_factory=dict)
     experiments: dict[str, dict] = field(default_factory=dict)  # raw, before extends
     sources: dict[str, tuple[Source, tuple]] = field(default_factory=dict)
+    search: list[Path] = field(default_factory=list)  # where Mininet topology modules are found
 
     # ------------------------------------------------------------ load
     @classmethod
-    def load(
-        cls, experiments_file: Path | None = None, topology_dir: Path | None = None
-    ) -> Catalog:
+    def load(cls, experiments_file: Path | None = None, topologies: Path | None = None) -> Catalog:
+        """The shipped profiles and topologies (or those of ``topologies``), the
+        named experiments, and those of ``experiments_file`` (a campaign file,
+        whose experiments may extend the named ones)."""
         cat = cls()
-        topology_dir = Path(topology_dir or TOPOLOGY_DIR)
-        cat._load_profiles(topology_dir / "profiles.yaml")
-        for path in sorted(topology_dir.glob("*.yaml")):
+        tdir = Path(topologies or shipped_topologies())
+        cat.search = [tdir]
+        cat.load_profiles(tdir / "profiles.yaml")
+        for path in sorted(tdir.glob("*.yaml")):
             if path.name != "profiles.yaml":
-                cat._load_topology(path)
-        files = [Path(experiments_file or EXPERIMENTS_FILE)]
-        if experiments_file and Path(experiments_file).resolve() != EXPERIMENTS_FILE.resolve():
-            # a campaign file may extend the named experiments
-            files.insert(0, EXPERIMENTS_FILE)
+                cat.load_topology(path)
+        named = shipped_experiments()
+        files = [Path(experiments_file or named)]
+        if experiments_file and Path(experiments_file).resolve() != named.resolve():
+            files.insert(0, named)
         for path in files:
             if path.exists() or path == files[-1]:
-                cat._load_experiments(path)
+                cat.load_campaign(path)
         return cat
 
-    def _load_profiles(self, path: Path) -> None:
+    def load_profiles(self, path: Path) -> None:
         src = load(path)
         if not isinstance(src.data, dict) or not isinstance(src.data.get("profiles"), dict):
             raise SpecError(f"{src.where(())}: expected a mapping 'profiles: {{name: ...}}'")
-        for name, data in src.data["profiles"].items():
-            self.profiles[name] = _validate(ProfileSpec, data, src, ("profiles", name))
+        self.add_profiles(src.data["profiles"], src)
 
-    def _load_topology(self, path: Path) -> None:
+    def add_profiles(self, profiles: dict, src: Source | None = None) -> None:
+        """Link profiles by name (``{wlan: {rate: 25mbit, ...}}``)."""
+        src = src or Source(PYTHON, profiles, {})
+        prefix = ("profiles",) if src.path != PYTHON else ()
+        for name, data in profiles.items():
+            profile = _validate(Profile, data, src, (*prefix, name))
+            try:
+                profile.directions()
+            except ValidationError as exc:
+                raise _errors(exc, src, (*prefix, name, "reverse")) from None
+            self.profiles[name] = profile
+
+    def load_topology(self, path: Path) -> TopologySpec:
         src = load(path)
         if not isinstance(src.data, dict):
             raise SpecError(f"{src.where(())}: a topology file is a mapping")
         topo = _validate(TopologySpec, src.data, src, ())
+        self._check_topology(topo, src, ())
+        self.topologies[path.stem] = topo
+        return topo
+
+    def add_topology(self, name: str, topo: TopologySpec) -> None:
+        """A topology built in Python (e.g. from a Mininet ``Topo``)."""
+        self._check_topology(topo, Source(PYTHON, {}, {}), ("topology",))
+        self.topologies[name] = topo
+
+    def _check_topology(self, topo: TopologySpec, src: Source, prefix: tuple) -> None:
         for i, link in enumerate(topo.links):
             shape = link.shape
-            if shape is None or shape in self.profiles:
+            if not isinstance(shape, str) or shape in self.profiles:
                 continue
-            if (
-                shape.startswith("path")
-                and shape[4:].isdigit()
-                and 1 <= int(shape[4:]) <= topo.paths
-            ):
+            slot = path_slot(shape)
+            if slot is not None and 1 <= slot <= topo.paths:
                 continue
+            loc = (*prefix, "links", i)
             raise SpecError(
-                f"{src.where(('links', i))}: links.{i}.shape: unknown profile {shape!r}; "
-                f"allowed: path1..path{topo.paths} or one of {sorted(self.profiles)}"
+                f"{src.where(loc)}: {'.'.join(map(str, (*loc, 'shape')))}: unknown profile "
+                f"{shape!r}; allowed: path1..path{topo.paths} or one of {sorted(self.profiles)}"
             )
-        self.topologies[path.stem] = topo
 
-    def _load_experiments(self, path: Path) -> None:
+    def load_campaign(self, path: Path) -> list[str]:
+        """The experiments (and profiles) of a campaign file; their names."""
         src = load(path)
         data = src.data
         if not isinstance(data, dict) or not isinstance(data.get("experiments"), dict):
@@ -176,9 +226,9 @@ class Catalog:
                 f"{src.where((key,))}: {key}: unknown top-level key; "
                 "allowed: experiments, defaults, profiles"
             )
-        for name, prof in (data.get("profiles") or {}).items():
-            # a campaign file may add its own link profiles
-            self.profiles[name] = _validate(ProfileSpec, prof, src, ("profiles", name))
+        self.add_profiles(data.get("profiles") or {}, src)  # a campaign file's own link profiles
+        if path.parent not in self.search:
+            self.search.insert(0, path.parent)
         defaults = data.get("defaults") or {}
         for name, exp in data["experiments"].items():
             if not isinstance(exp, dict):
@@ -187,10 +237,20 @@ class Catalog:
                 )
             self.experiments[name] = _deep_merge(defaults, exp) if "extends" not in exp else exp
             self.sources[name] = (src, ("experiments", name))
+        return list(data["experiments"])
+
+    def add(self, name: str, experiment: dict) -> None:
+        """An experiment given as a mapping (the YAML's form), e.g. from Python."""
+        self.experiments[name] = copy.deepcopy(experiment)
+        self.sources[name] = (Source(PYTHON, experiment, {}), ("experiments", name))
 
     # --------------------------------------------------------- resolve
-    def names(self) -> list[str]:
-        return list(self.experiments)
+    def names(self, file: Path | None = None) -> list[str]:
+        """Every experiment's name, or those of one file."""
+        if file is None:
+            return list(self.experiments)
+        path = Path(file).resolve()
+        return [n for n in self.experiments if self.sources[n][0].path.resolve() == path]
 
     def raw(self, name: str, _seen: tuple = ()) -> dict:
         """The experiment's mapping with ``extends`` applied (matrix not expanded)."""
@@ -220,12 +280,34 @@ class Catalog:
 
     def spec(self, name: str) -> ExperimentSpec:
         """The experiment before matrix expansion, validated."""
-        src, prefix = self.sources.get(name, (None, ()))
-        if src is None:
+        if name not in self.sources:
             self.raw(name)  # raises the "no experiment" error
+        src, prefix = self.sources[name]
         exp = _validate(ExperimentSpec, self.raw(name), src, prefix)
         self._check_references(exp, src, prefix)
         return exp
+
+    def topology(self, exp: ExperimentSpec, src: Source, prefix: tuple) -> TopologySpec:
+        """The experiment's topology: a named one, or a Mininet ``Topo``'s."""
+        ref = exp.topology
+        if isinstance(ref, str):
+            if ref not in self.topologies:
+                allowed = ", ".join(sorted(self.topologies))
+                raise SpecError(
+                    f"{src.where((*prefix, 'topology'))}: {'.'.join(prefix)}.topology: "
+                    f"unknown topology {ref!r}; allowed: {allowed}"
+                )
+            return self.topologies[ref]
+        key = "mininet:" + json.dumps(ref.model_dump(mode="json"), sort_keys=True)
+        if key not in self.topologies:
+            try:
+                topo = mininet.load(ref, self.search)
+            except (ValueError, ImportError) as exc:
+                where = src.where((*prefix, "topology"))
+                raise SpecError(f"{where}: {'.'.join(prefix)}.topology: {exc}") from None
+            self._check_topology(topo, src, (*prefix, "topology"))
+            self.topologies[key] = topo
+        return self.topologies[key]
 
     def _check_references(
         self, exp: ExperimentSpec, src: Source, prefix: tuple, variant: str = ""
@@ -236,23 +318,17 @@ class Catalog:
             suffix = f" (in variant {variant})" if variant else ""
             raise SpecError(f"{where}: {field_name}: {msg}{suffix}")
 
-        if exp.topology not in self.topologies:
-            fail(
-                ("topology",),
-                f"unknown topology {exp.topology!r}; allowed: {', '.join(sorted(self.topologies))}",
-            )
-        topo = self.topologies[exp.topology]
+        topo = self.topology(exp, src, prefix)
+        name = exp.topology if isinstance(exp.topology, str) else exp.topology.mininet
         if len(exp.paths) != topo.paths:
             fail(
                 ("paths",),
-                f"topology {exp.topology!r} has {topo.paths} path(s), {len(exp.paths)} profile(s) given",
+                f"topology {name!r} has {topo.paths} path(s), {len(exp.paths)} profile(s) given",
             )
         for i, profile in enumerate(exp.paths):
             if profile not in self.profiles:
-                fail(
-                    ("paths", i),
-                    f"unknown link profile {profile!r}; allowed: {', '.join(sorted(self.profiles))}",
-                )
+                allowed = ", ".join(sorted(self.profiles))
+                fail(("paths", i), f"unknown link profile {profile!r}; allowed: {allowed}")
         schedulers = known_schedulers()
         if exp.kernel.scheduler not in schedulers:
             fail(
@@ -267,37 +343,24 @@ class Catalog:
                     f"unknown link profile {event.profile!r}; allowed: {allowed}",
                 )
             try:
-                DirectionSpec.model_validate({**DirectionSpec().model_dump(), **event.set})
+                shape_with(Shape(), event.set)
             except ValidationError as exc:
                 raise _errors(exc, src, prefix + ("events", i, "set")) from None
-            slot = event.link
-            if (
-                slot.startswith("path")
-                and slot[4:].isdigit()
-                and not 1 <= int(slot[4:]) <= topo.paths
-            ):
-                fail(
-                    ("events", i, "link"), f"topology {exp.topology!r} has path1..path{topo.paths}"
-                )
-        if exp.kernel.tcp_path > topo.paths:
-            fail(("kernel", "tcp_path"), f"must be between 1 and {topo.paths}")
+            slot = path_slot(event.link)
+            if slot is not None and not 1 <= slot <= topo.paths:
+                fail(("events", i, "link"), f"topology {name!r} has path1..path{topo.paths}")
+        # the TCP baseline's path: a slot, or (no slots) one of the client's interfaces
+        paths = topo.paths or sum(topo.roles.client in (ln.a, ln.b) for ln in topo.links)
+        if exp.kernel.tcp_path > paths:
+            fail(("kernel", "tcp_path"), f"must be between 1 and {paths}")
         try:
-            workload = traffic.load(exp.workload.type)
+            model = workload_model(exp.workload.type)
         except ValueError as exc:
             fail(("workload", "type"), str(exc))
         params = {k: v for k, v in exp.workload.model_dump().items() if k != "type"}
-        try:
-            workload.Params.model_validate(params)
-        except ValidationError as exc:
-            raise _errors(exc, src, prefix + ("workload",)) from None
-        if exp.background:
-            from ..workloads import background
-
-            for i, flow in enumerate(exp.background):
-                try:
-                    background.Params.model_validate(flow)
-                except ValidationError as exc:
-                    raise _errors(exc, src, prefix + ("background", i)) from None
+        _validate(model, params, src, prefix + ("workload",))
+        for i, flow in enumerate(exp.background):
+            _validate(Background, flow, src, prefix + ("background", i))
 
     def variants(self, name: str) -> list[tuple[str, dict]]:
         """(variant name, {dotted key: value}) for the matrix cross product, then ``variants``."""
@@ -308,7 +371,7 @@ class Catalog:
             assignment = dict(zip(keys, combo, strict=True))
             label = ",".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in assignment.items())
             out.append((label or "base", assignment))
-        for _i, extra in enumerate(exp.variants):
+        for extra in exp.variants:
             extra = dict(extra)
             label = extra.pop("name", None) or ",".join(
                 f"{k.split('.')[-1]}={_short(v)}" for k, v in extra.items()
@@ -330,7 +393,11 @@ class Catalog:
         campaign_seed: int = 1,
         quick: bool = False,
     ) -> list[RunSpec]:
-        """Every run of the experiment: variants x repetitions, each fully resolved."""
+        """Every run of the experiment: variants x repetitions, each fully resolved.
+
+        ``quick``: a short version for a first look: the workload's own
+        ``quick()`` (bulk: 1/8 of the bytes or duration), no warm-up, a
+        timeout of at most 180 s."""
         base = self.raw(name)
         src, prefix = self.sources[name]
         runs = []
@@ -349,17 +416,25 @@ class Catalog:
                     ) from None
             exp = _validate(ExperimentSpec, data, src, prefix)
             self._check_references(exp, src, prefix, variant=label)
-            if quick:
-                exp = quicken(exp)
             config = exp.model_dump(mode="json", exclude={"matrix", "variants", "extends"})
-            # the workload's fields, normalised by its own model (units -> numbers)
-            params = traffic.load(exp.workload.type).Params.model_validate(
-                {k: v for k, v in config["workload"].items() if k != "type"}
-            )
-            config["workload"] = {"type": exp.workload.type, **params.model_dump(mode="json")}
-            topo = self.topologies[exp.topology]
-            used = set(exp.paths) | {ln.shape for ln in topo.links if ln.shape in self.profiles}
-            profiles = {p: self.profiles[p].model_dump(mode="json") for p in sorted(used)}
+            # the workload's and the background's fields, normalised (units -> numbers)
+            params = {k: v for k, v in config["workload"].items() if k != "type"}
+            workload = workload_model(exp.workload.type).model_validate(params)
+            if quick:
+                workload = workload.quick()
+                config.update(warmup=0.0, timeout=min(exp.timeout, 180_000.0))
+            config["workload"] = workload.to_config()
+            config["background"] = [
+                Background.model_validate(b).resolved().model_dump(mode="json")
+                for b in exp.background
+            ]
+            topo = self.topology(exp, src, prefix)
+            used = set(exp.paths) | {
+                ln.shape
+                for ln in topo.links
+                if isinstance(ln.shape, str) and ln.shape in self.profiles
+            }
+            profiles = {p: self.profiles[p].to_json() for p in sorted(used)}
             net_plan = plan(topo, self.profiles, exp.paths, background=bool(exp.background))
             try:
                 plan_events(net_plan, exp.events, self.profiles, exp.paths)
@@ -367,41 +442,20 @@ class Catalog:
                 msg = exc.args[0] if isinstance(exc, KeyError) else str(exc).splitlines()[0]
                 where = src.where(prefix + ("events",))
                 raise SpecError(f"{where}: {'.'.join(prefix)}.events: {msg}") from None
-            net_plan = net_plan.to_json()
-            reps = repetitions or exp.repetitions
-            for rep in range(reps):
+            plan_json = net_plan.to_json()
+            topo_json = topo.model_dump(mode="json")
+            for rep in range(repetitions or exp.repetitions):
                 runs.append(
                     RunSpec(
                         experiment=name,
                         variant=label,
                         variant_keys=assignment,
                         repetition=rep,
-                        seed=run_seed(campaign_seed, name, label, rep),
+                        seed=derive_seed(campaign_seed, name, label, rep),
                         config=config,
-                        topology=topo.model_dump(mode="json"),
+                        topology=topo_json,
                         profiles=profiles,
-                        plan=net_plan,
+                        plan=plan_json,
                     )
                 )
         return runs
-
-
-def run_seed(campaign_seed: int, experiment: str, variant: str, rep: int) -> int:
-    """A stable per-run seed (for background traffic, jitter, workload content)."""
-    digest = hashlib.sha256(json.dumps([campaign_seed, experiment, variant, rep]).encode()).digest()
-    return int.from_bytes(digest[:4], "big")
-
-
-def quicken(exp: ExperimentSpec) -> ExperimentSpec:
-    """A short version of an experiment for a first look: the workload's own
-    ``quick()`` (bulk: 1/8 of the bytes or duration), no warm-up, a tighter
-    timeout."""
-    module = traffic.load(exp.workload.type)
-    data = exp.workload.model_dump()
-    params = module.Params.model_validate({k: v for k, v in data.items() if k != "type"})
-    if hasattr(module, "quick"):
-        params = module.Params.model_validate(module.quick(params.model_dump()))
-    work = type(exp.workload).model_validate({"type": exp.workload.type, **params.model_dump()})
-    return exp.model_copy(
-        update={"workload": work, "warmup": 0.0, "timeout": min(exp.timeout, 180_000.0)}
-    )

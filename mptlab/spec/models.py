@@ -13,112 +13,48 @@ Every model forbids unknown fields; errors are reported as
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from dataclasses import dataclass, field, fields
+from functools import cache
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
 
-from ..guest.netlab import JITTER_DISTRIBUTIONS, GilbertElliott, Queue, Shape
 from . import units
+from .plan import l2_segments
+from .shapes import Shape, shape_with
+from .units import Duration, Rate, Size  # noqa: F401 - the language's unit types, for models
 
-Rate = Annotated[float, BeforeValidator(units.rate_mbit)]
-Duration = Annotated[float, BeforeValidator(units.duration_ms)]
-Size = Annotated[int, BeforeValidator(units.size_bytes)]
-Percent = Annotated[float, BeforeValidator(units.percent)]
-
-QDISC = Literal["droptail", "red", "codel", "fq_codel"]
-# built into the kernel (kernel/config/mptlab.config); Linux 6.1 has no MPTCP coupled CC (LIA/OLIA)
+# built into the kernel (kernel/config/mptlab.config); Linux 6.12 has no MPTCP coupled CC (LIA/OLIA)
 CongestionControl = Literal["reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "dctcp"]
-JitterDistribution = Literal[JITTER_DISTRIBUTIONS]  # type: ignore[valid-type]
 
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+@cache
+def adapter(cls: Any) -> TypeAdapter:
+    """pydantic's validator for a dataclass of the language (Shape, Profile)."""
+    return TypeAdapter(cls)
+
+
 # ---------------------------------------------------------------- links
-def _queue_shorthand(value):
-    """``100`` -> packets, ``"100 packets"``, ``"1.5 bdp"``, ``"64KiB"`` -> the mapping form."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
-        return {"packets": value}
-    if isinstance(value, str):
-        text = value.strip().lower()
-        for word, key in (("packets", "packets"), ("packet", "packets"), ("bdp", "bdp")):
-            if text.endswith(word):
-                number = text[: -len(word)].strip()
-                return {key: float(number) if key == "bdp" else int(number)}
-        return {"bytes": value}
-    return value
-
-
-class QueueSpec(Strict):
-    """Bottleneck queue limit: exactly one of ``packets``, ``bytes``, ``bdp``."""
-
-    packets: int | None = Field(None, gt=0)
-    bytes: Size | None = Field(None, gt=0)
-    bdp: float | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _exactly_one(self):
-        given = [k for k in ("packets", "bytes", "bdp") if getattr(self, k) is not None]
-        if len(given) != 1:
-            raise ValueError("give exactly one of packets, bytes, bdp (e.g. 100, '64KiB', '1 bdp')")
-        return self
-
-    def to_queue(self) -> Queue:
-        return Queue(packets=self.packets, bytes=self.bytes, bdp=self.bdp)
-
-
-class GilbertElliottSpec(Strict):
-    """Gilbert-Elliott loss (percent): p good->bad, r bad->good, h/k delivery in bad/good."""
-
-    p: Percent
-    r: Percent
-    h: Percent = 0.0
-    k: Percent = 100.0
-
-
-class DirectionSpec(Strict):
-    """One direction of a link.  ``delay`` is one-way."""
-
-    rate: Rate | None = None
-    delay: Duration = 0.0
-    jitter: Duration = 0.0
-    jitter_distribution: JitterDistribution = "normal"
-    loss: Percent = 0.0
-    gilbert_elliott: GilbertElliottSpec | None = None
-    queue: Annotated[QueueSpec, BeforeValidator(_queue_shorthand)] = QueueSpec(packets=1000)
-    qdisc: QDISC = "droptail"
-
-    def to_shape(self) -> Shape:
-        ge = self.gilbert_elliott
-        return Shape(
-            rate_mbit=self.rate,
-            delay_ms=self.delay,
-            jitter_ms=self.jitter,
-            jitter_distribution=self.jitter_distribution,
-            loss_pct=self.loss,
-            gilbert_elliott=GilbertElliott(ge.p, ge.r, ge.h, ge.k) if ge else None,
-            queue=self.queue.to_queue(),
-            qdisc=self.qdisc,
-        )
-
-
-class ProfileSpec(DirectionSpec):
-    """A named link profile; ``reverse`` overrides fields for the other direction."""
+@dataclass(frozen=True)
+class Profile(Shape):
+    """A link profile: a ``Shape`` for both directions, unless ``reverse``
+    overrides fields for the other one (b to a)."""
 
     description: str = ""
-    source: str = Field("", description="the paper (and section) the numbers come from")
-    paper_delay: str = Field(
-        "", description="how the paper states the delay and how it was read (one-way or RTT)"
-    )
-    reverse: dict = Field(default_factory=dict)
+    source: str = ""  # the paper (and section) the numbers come from
+    paper_delay: str = ""  # how the paper states the delay and how it was read (one-way or RTT)
+    reverse: dict = field(default_factory=dict)
 
-    def directions(self) -> tuple[DirectionSpec, DirectionSpec]:
-        fwd = DirectionSpec(**{k: getattr(self, k) for k in DirectionSpec.model_fields})
-        rev = DirectionSpec(**{**fwd.model_dump(), **self.reverse}) if self.reverse else fwd
-        return fwd, rev
+    def directions(self) -> tuple[Shape, Shape]:
+        fwd = Shape(**{f.name: getattr(self, f.name) for f in fields(Shape)})
+        return fwd, shape_with(fwd, self.reverse) if self.reverse else fwd
+
+    def to_json(self) -> dict:
+        return adapter(Profile).dump_python(self, mode="json")
 
 
 # ------------------------------------------------------------- topology
@@ -134,9 +70,16 @@ def _link_shorthand(value):
 class LinkSpec(Strict):
     a: str
     b: str
-    shape: str | None = Field(
-        None, description="a profile name, or pathN: the profile the experiment gives path N"
+    shape: str | Profile | None = Field(
+        None,
+        description="a profile name, pathN (the profile the experiment gives path N) or a "
+        "profile's fields",
     )
+
+    @property
+    def label(self) -> str:
+        """How the plan calls the link: its slot or profile name ("" if unshaped or inline)."""
+        return self.shape if isinstance(self.shape, str) else ""
 
 
 class BackgroundPairSpec(Strict):
@@ -154,15 +97,16 @@ class RolesSpec(Strict):
 class TopologySpec(Strict):
     description: str = ""
     source: str = ""
-    paths: int = Field(ge=1, description="number of path slots (path1..pathN) experiments fill")
+    paths: int = Field(ge=0, description="number of path slots (path1..pathN) experiments fill")
     hosts: list[str]
-    routers: list[str] = []
+    routers: list[str] = Field(default_factory=list, description="hosts that forward (IP)")
+    switches: list[str] = Field(default_factory=list, description="Linux bridges (Ethernet)")
     links: list[Annotated[LinkSpec, BeforeValidator(_link_shorthand)]]
     roles: RolesSpec
 
     @model_validator(mode="after")
     def _consistent(self):
-        nodes = self.hosts + self.routers
+        nodes = self.hosts + self.routers + self.switches
         dup = {n for n in nodes if nodes.count(n) > 1}
         if dup:
             raise ValueError(f"node names used twice: {sorted(dup)}")
@@ -182,7 +126,18 @@ class TopologySpec(Strict):
                     raise ValueError(f"background host {end!r} is not in hosts {self.hosts}")
             if pair.path > self.paths:
                 raise ValueError(f"background pair on path {pair.path}, but paths: {self.paths}")
+        l2_segments([(ln.a, ln.b) for ln in self.links], set(self.switches))  # no loops
         return self
+
+
+class MininetTopology(Strict):
+    """``topology: {mininet: "mymodule:MyTopo", args: {...}}``: a Mininet
+    ``Topo`` subclass as the topology (``mptlab.spec.mininet``)."""
+
+    mininet: str = Field(description="module:Class of a mininet.topo.Topo subclass")
+    args: dict[str, Any] = Field(default_factory=dict, description="the class's keyword arguments")
+    client: str | None = Field(None, description="the client host (default: see docs)")
+    server: str | None = Field(None, description="the server host")
 
 
 # ----------------------------------------------------------- experiment
@@ -211,8 +166,8 @@ class KernelSpec(Strict):
 
 
 class WorkloadSpec(BaseModel):
-    """``type`` names a module in ``traffic/``; its other fields are that
-    module's ``Params`` (checked by the catalog, see ``traffic/__init__.py``)."""
+    """``type`` names a workload; its other fields are checked by the catalog
+    against that workload's model (``mptlab.spec.workloads``)."""
 
     model_config = ConfigDict(extra="allow")
     type: str
@@ -268,12 +223,13 @@ class ExperimentSpec(Strict):
     source: str = ""
     notes: str = ""
     extends: str | None = None
-    topology: str
-    paths: list[str] = Field(min_length=1, description="a link profile per path slot")
+    topology: str | MininetTopology
+    paths: list[str] = Field(default_factory=list, description="a link profile per path slot")
     kernel: KernelSpec = KernelSpec()
     workload: WorkloadSpec
     background: list[dict] = Field(
-        default_factory=list, description="background flows, checked by mptlab.workloads.background"
+        default_factory=list,
+        description="background flows, checked by mptlab.spec.workloads.Background",
     )
     repetitions: int = Field(1, ge=1)
     warmup: Duration = Field(0.0, description="start of the run left out of the analysis")

@@ -1,17 +1,24 @@
-"""From a topology spec to a built network: addresses, shapes and routes.
+"""From a topology to the network as it will be built: addresses, shapes, routes.
 
-``plan()`` is pure (unit-tested): every link gets a /24 (10.<i/256>.<i%256>.0,
-``.1`` on its first node, ``.2`` on its second), link shapes come from the
-profiles (``pathN`` slots from the experiment's ``paths``), and every node
-gets a static /32 route to every host address, along a shortest path (only
-routers forward; ties: the earlier link wins) to the router that address is
-attached to.  Hosts with several interfaces also get one routing table per
-address (``ip rule from ADDR``), so that traffic from an address leaves
-through that address's interface.  Together: each address of a multi-homed
-host is one symmetric path, which is what makes each MPTCP subflow take
-its own path.
+``plan()`` is pure (unit-tested).  The network is made of L2 segments: a
+link between two hosts or routers is one, and every link joined by switches
+(Linux bridges) forms one with them.  Each segment gets a /24,
+``10.<i/256>.<i%256>.0`` where i is the index of its first link, and its
+hosts and routers get ``.1``, ``.2``, ... in link order (a before b; a
+plain link: ``.1`` on its first node, ``.2`` on its second).  Link shapes
+come from the profiles (``pathN`` slots from the experiment's ``paths``).
 
-``build()`` runs the plan inside the guest with ``mptlab.guest.netlab``.
+Every node gets a static /32 route to every host address, along a shortest
+path (only routers forward; ties: the earlier link wins) to the first
+router on the segment that address is on.  A host with several interfaces
+gets one routing table per address whose segment has a router (``ip rule
+from ADDR``, default route via that router), so that traffic from an
+address leaves through that address's interface.  Together: each address
+of a multi-homed host is one symmetric path, which is what makes each MPTCP
+subflow take its own path.
+
+The plan is plain data (``NetPlan``, in ``spec.json``): the guest builds it
+(``mptlab.guest.build``) without the language's models.
 """
 
 from __future__ import annotations
@@ -20,21 +27,23 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from ..guest.netlab import GilbertElliott, Host, Net, Queue, Shape
+from .shapes import Shape, shape_from_json, shape_with
 
-if TYPE_CHECKING:  # the guest builds from JSON and never imports the pydantic specs
-    from .models import ProfileSpec, TopologySpec
+if TYPE_CHECKING:  # the guest reads plans from JSON and never imports the pydantic models
+    from .models import Profile, TopologySpec
+
+Hop = tuple[int, str]  # (link index, "a_to_b" | "b_to_a")
 
 
 @dataclass
 class PlannedLink:
     a: str
     b: str
-    a_addr: str  # "10.0.3.1/24"
+    a_addr: str  # "10.0.3.1/24"; "" on a switch
     b_addr: str
     a_to_b: Shape | None
     b_to_a: Shape | None
-    label: str  # "path1", a profile name, or "" (unshaped)
+    label: str  # "path1", a profile name, or "" (unshaped or shaped inline)
 
 
 @dataclass
@@ -49,33 +58,31 @@ class NetPlan:
     policy: dict[str, list[tuple[str, int, str]]] = field(default_factory=dict)
     # link changes during the run: {at_ms, link (index), a_to_b, b_to_a (Shape, or None: unchanged)}
     events: list[dict] = field(default_factory=list)
+    switches: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return asdict(self)
 
     @classmethod
     def from_json(cls, data: dict) -> NetPlan:
-        def shape(d):
-            if d is None:
-                return None
-            ge = d.get("gilbert_elliott")
-            return Shape(
+        links = [
+            PlannedLink(
                 **{
-                    **d,
-                    "queue": Queue(**d["queue"]),
-                    "gilbert_elliott": GilbertElliott(**ge) if ge else None,
+                    **ln,
+                    "a_to_b": shape_from_json(ln["a_to_b"]),
+                    "b_to_a": shape_from_json(ln["b_to_a"]),
                 }
             )
-
-        links = [PlannedLink(**{**ln, "a_to_b": shape(ln["a_to_b"]), "b_to_a": shape(ln["b_to_a"])})
-                 for ln in data["links"]]  # fmt: skip
+            for ln in data["links"]
+        ]
         events = [
-            {**e, "a_to_b": shape(e["a_to_b"]), "b_to_a": shape(e["b_to_a"])}
+            {**e, "a_to_b": shape_from_json(e["a_to_b"]), "b_to_a": shape_from_json(e["b_to_a"])}
             for e in data.get("events", [])
         ]
         return cls(
             hosts=data["hosts"],
             routers=data["routers"],
+            switches=data.get("switches", []),
             links=links,
             events=events,
             routes={k: [tuple(r) for r in v] for k, v in data["routes"].items()},
@@ -86,56 +93,195 @@ class NetPlan:
         """The node's addresses in interface order (without prefix length)."""
         out = []
         for link in self.links:
-            if link.a == node:
+            if link.a == node and link.a_addr:
                 out.append(link.a_addr.split("/")[0])
-            if link.b == node:
+            if link.b == node and link.b_addr:
                 out.append(link.b_addr.split("/")[0])
         return out
+
+    def segments(self) -> list[list[int]]:
+        """The L2 segments: the indices of their links, in link order."""
+        return l2_segments([(ln.a, ln.b) for ln in self.links], set(self.switches))
+
+    def route(self, src: str, src_addr: str, dst_addr: str) -> list[Hop] | None:
+        """The links (index, direction) a packet from ``src_addr`` of host
+        ``src`` to ``dst_addr`` crosses, following the policy routing, the
+        connected segments and the /32 routes as the kernel would; None: no
+        route."""
+        owner: dict[str, tuple[str, int]] = {}  # address -> (node, link)
+        for i, ln in enumerate(self.links):
+            for node, addr in ((ln.a, ln.a_addr), (ln.b, ln.b_addr)):
+                if addr:
+                    owner[addr.split("/")[0]] = (node, i)
+        seg_of = {i: k for k, seg in enumerate(self.segments()) for i in seg}
+
+        def on_segment(node: str, k: int) -> bool:
+            return any(node in (ln.a, ln.b) for i, ln in enumerate(self.links) if seg_of[i] == k)
+
+        def connected(node: str) -> str | None:
+            if dst_addr in owner and on_segment(node, seg_of[owner[dst_addr][1]]):
+                return dst_addr
+            return None
+
+        policy = {addr: gw for addr, _i, gw in self.policy.get(src, [])}
+        via = (
+            policy.get(src_addr)
+            or connected(src)
+            or dict(self.routes.get(src, [])).get(f"{dst_addr}/32")
+        )
+        node, out = src, []
+        for _ in range(len(self.links) + 1):
+            if via is None or via not in owner:
+                return None
+            nxt, link = owner[via]
+            hops = self._l2_path(node, nxt, [i for i, k in seg_of.items() if k == seg_of[link]])
+            if hops is None:
+                return None
+            out += hops
+            node = nxt
+            if dst_addr in self.addresses(node):
+                return out
+            via = connected(node) or dict(self.routes.get(node, [])).get(f"{dst_addr}/32")
+        return None
+
+    def _l2_path(self, src: str, dst: str, segment: list[int]) -> list[Hop] | None:
+        """The links from ``src`` to ``dst`` through the switches of one segment."""
+        prev: dict[str, tuple[str, Hop] | None] = {src: None}
+        queue = deque([src])
+        while queue:
+            node = queue.popleft()
+            if node == dst:
+                hops: list[Hop] = []
+                while prev[node] is not None:
+                    node, hop = prev[node]  # type: ignore[misc]
+                    hops.append(hop)
+                return hops[::-1]
+            if node != src and node not in self.switches:
+                continue  # only switches pass frames on
+            for i in segment:
+                ln = self.links[i]
+                for here, there, direction in ((ln.a, ln.b, "a_to_b"), (ln.b, ln.a, "b_to_a")):
+                    if here == node and there not in prev:
+                        prev[there] = (node, (i, direction))
+                        queue.append(there)
+        return None
+
+
+def path_slot(name: str | None) -> int | None:
+    """N for a path slot's name ``pathN`` (the profile an experiment gives path N), else None."""
+    if isinstance(name, str) and name.startswith("path") and name[4:].isdigit():
+        return int(name[4:])
+    return None
 
 
 def link_subnet(i: int) -> str:
     return f"10.{i // 256}.{i % 256}"
 
 
+def l2_segments(ends: list[tuple[str, str]], switches: set[str]) -> list[list[int]]:
+    """Links (as their two ends) grouped into L2 segments: links that share a
+    switch are one segment, any other link is one by itself.  ValueError if
+    the switches form a loop (a bridge without STP would flood it forever)
+    or a node has two interfaces on one segment."""
+    parent = list(range(len(ends)))
+
+    def find(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    at_switch: dict[str, int] = {}
+    for i, (a, b) in enumerate(ends):
+        for end in (a, b):
+            if end in switches:
+                if end in at_switch:
+                    parent[find(i)] = find(at_switch[end])
+                else:
+                    at_switch[end] = i
+    groups: dict[int, list[int]] = {}
+    for i in range(len(ends)):
+        groups.setdefault(find(i), []).append(i)
+    segments = sorted(groups.values())
+    for seg in segments:
+        nodes = {end for i in seg for end in ends[i]}
+        if len(seg) >= len(nodes):
+            loop = sorted(n for n in nodes if n in switches)
+            raise ValueError(f"the switches {loop} form a loop (bridges here have no STP)")
+        ports = [end for i in seg for end in ends[i] if end not in switches]
+        twice = sorted({n for n in ports if ports.count(n) > 1})
+        if twice:
+            raise ValueError(f"{twice[0]} has two interfaces on one L2 segment ({len(seg)} links)")
+    return segments
+
+
 def plan(
-    topo: TopologySpec, profiles: dict[str, ProfileSpec], paths: list[str], background: bool = True
+    topo: TopologySpec, profiles: dict[str, Profile], paths: list[str], background: bool = True
 ) -> NetPlan:
     """The network for ``topo`` with ``paths`` filling its path slots; without
     ``background`` the background hosts (and their links) are left out."""
     unused = set()
     if not background:
         unused = {h for pair in topo.roles.background for h in (pair.sender, pair.receiver)}
+    kept = [(i, ln) for i, ln in enumerate(topo.links) if ln.a not in unused and ln.b not in unused]
+    switches = set(topo.switches)
+    segments = l2_segments([(ln.a, ln.b) for _, ln in kept], switches)
+    addrs: dict[tuple[int, str], str] = {}  # (kept index, end) -> address
+    for seg in segments:
+        net = link_subnet(kept[seg[0]][0])
+        host = 0
+        for k in seg:
+            for end in ("a", "b"):
+                if getattr(kept[k][1], end) not in switches:
+                    host += 1
+                    addrs[(k, end)] = f"{net}.{host}/24"
     links = []
-    for i, spec in enumerate(topo.links):
-        if spec.a in unused or spec.b in unused:
-            continue
-        net = link_subnet(i)
-        profile_name = spec.shape
-        if profile_name and profile_name.startswith("path") and profile_name[4:].isdigit():
-            profile_name = paths[int(profile_name[4:]) - 1]
-        if profile_name:
-            fwd, rev = profiles[profile_name].directions()
-            a_to_b, b_to_a = fwd.to_shape(), rev.to_shape()
-        else:
-            a_to_b = b_to_a = None
-        links.append(
-            PlannedLink(
-                spec.a, spec.b, f"{net}.1/24", f"{net}.2/24", a_to_b, b_to_a, spec.shape or ""
-            )
+    for k, (_i, spec) in enumerate(kept):
+        shape = spec.shape
+        slot = path_slot(shape) if isinstance(shape, str) else None
+        profile = (
+            profiles[paths[slot - 1]]
+            if slot
+            else profiles[shape]
+            if isinstance(shape, str)
+            else shape
         )
+        a_to_b, b_to_a = profile.directions() if profile is not None else (None, None)
+        a_addr, b_addr = addrs.get((k, "a"), ""), addrs.get((k, "b"), "")
+        links.append(PlannedLink(spec.a, spec.b, a_addr, b_addr, a_to_b, b_to_a, spec.label))
     p = NetPlan(
-        hosts=[h for h in topo.hosts if h not in unused], routers=list(topo.routers), links=links
+        hosts=[h for h in topo.hosts if h not in unused],
+        routers=list(topo.routers),
+        switches=list(topo.switches),
+        links=links,
     )
     _routes(p)
     return p
 
 
-def _neighbours(p: NetPlan) -> dict[str, list[tuple[str, str]]]:
-    """node -> [(neighbour, neighbour's address on the shared link)] in link order."""
-    nb: dict[str, list[tuple[str, str]]] = {n: [] for n in p.hosts + p.routers}
-    for link in p.links:
-        nb[link.a].append((link.b, link.b_addr.split("/")[0]))
-        nb[link.b].append((link.a, link.a_addr.split("/")[0]))
+def _ends(link: PlannedLink) -> tuple[tuple[str, str], tuple[str, str]]:
+    return (link.a, link.a_addr), (link.b, link.b_addr)
+
+
+def _ports(p: NetPlan) -> list[tuple[str, str, int]]:
+    """Every (node, address, segment) of a host or router, in link order (a before b)."""
+    seg_of = {i: k for k, seg in enumerate(p.segments()) for i in seg}
+    return [
+        (end, addr.split("/")[0], seg_of[i])
+        for i, ln in enumerate(p.links)
+        for end, addr in _ends(ln)
+        if addr
+    ]
+
+
+def _neighbours(
+    ports: list[tuple[str, str, int]], nodes: list[str]
+) -> dict[str, list[tuple[str, str]]]:
+    """node -> [(neighbour, neighbour's address on the shared segment)], in
+    the order of the node's interfaces."""
+    nb: dict[str, list[tuple[str, str]]] = {n: [] for n in nodes}
+    for node, _addr, k in ports:
+        nb[node] += [(other, addr) for other, addr, k2 in ports if k2 == k and other != node]
     return nb
 
 
@@ -163,51 +309,35 @@ def _first_hops(src: str, nb: dict, routers: set[str]) -> dict[str, str]:
 
 
 def _routes(p: NetPlan) -> None:
-    """A /32 route to every host address, towards the router it is attached
-    to: traffic to an address arrives over that address's own link, so that
-    every path of a multi-homed host stays symmetric."""
-    nb = _neighbours(p)
+    """A /32 route to every host address, towards the first router on its
+    segment: traffic to an address arrives over that address's own segment,
+    so that every path of a multi-homed host stays symmetric."""
+    ports = _ports(p)
+    nb = _neighbours(ports, p.hosts + p.routers)
     routers = set(p.routers)
-    attachments = []  # (address, owner host, attached node)
-    for link in p.links:
-        for owner, addr, other in ((link.a, link.a_addr, link.b), (link.b, link.b_addr, link.a)):
-            if owner in p.hosts:
-                attachments.append((addr.split("/")[0], owner, other))
+    members: dict[int, list[str]] = {}
+    for node, _addr, k in ports:
+        members.setdefault(k, []).append(node)
+    gateway = {k: next((n for n in m if n in routers), None) for k, m in members.items()}
     for src in p.hosts + p.routers:
         hops = _first_hops(src, nb, routers)
         routes = []
-        for addr, owner, attached in attachments:
-            if src in (owner, attached) or attached not in routers or attached not in hops:
-                continue  # own address, connected link, or unreachable
-            routes.append((f"{addr}/32", hops[attached]))
+        for owner, addr, k in ports:
+            gw = gateway[k]
+            if owner not in p.hosts or src in members[k] or gw is None or gw not in hops:
+                continue  # a router's address, connected, or not reachable through a router
+            routes.append((f"{addr}/32", hops[gw]))
         p.routes[src] = routes
-        if src in p.hosts and len(nb[src]) > 1:
-            p.policy[src] = [(addr, i, nb[src][i][1]) for i, addr in enumerate(p.addresses(src))]
-
-
-def build(p: NetPlan, net: Net | None = None, extra_ip: dict[str, list[str]] | None = None) -> Net:
-    """Create namespaces, links, shapes and routes (plus ``extra_ip`` lines per
-    host); return the Net."""
-    net = net or Net()
-    nodes: dict[str, Host] = {}
-    for name in p.hosts:
-        nodes[name] = net.add_host(name)
-    for name in p.routers:
-        nodes[name] = net.add_host(name, router=True)
-    for link in p.links:
-        net.add_link(
-            nodes[link.a], nodes[link.b], link.a_addr, link.b_addr, link.a_to_b, link.b_to_a
-        )
-    lines: dict[str, list[str]] = {}
-    for node in p.hosts + p.routers:
-        ln = [f"route replace {dest} via {via}" for dest, via in p.routes.get(node, [])]
-        for addr, i, gateway in p.policy.get(node, []):
-            dev = nodes[node].interfaces[i]
-            ln += [f"rule add from {addr} table {100 + i}",
-                   f"route add default via {gateway} dev {dev} table {100 + i}"]  # fmt: skip
-        lines[node] = ln + (extra_ip or {}).get(node, [])
-    net.build(extra_ip=lines)
-    return net
+        mine = [(addr, k) for node, addr, k in ports if node == src]
+        if src in p.hosts and len(mine) > 1:
+            p.policy[src] = [
+                (addr, i, gw_addr)
+                for i, (addr, k) in enumerate(mine)
+                for gw_addr in [
+                    next((a for n, a, k2 in ports if k2 == k and n in routers and n != src), None)
+                ]
+                if gw_addr is not None
+            ]
 
 
 def mptcp_endpoints(p: NetPlan, client: str, server: str) -> dict[str, list[tuple[str, int, str]]]:
@@ -234,17 +364,16 @@ def find_link(p: NetPlan, name: str) -> int:
     raise KeyError(f"no link {name!r}; links: {', '.join(slots)} or 'a-b' for nodes a, b")
 
 
-def plan_events(p: NetPlan, events, profiles: dict, paths: list[str]) -> None:
+def plan_events(p: NetPlan, events, profiles: dict[str, Profile], paths: list[str]) -> None:
     """Resolve ``events`` (LinkEventSpec) into new shapes per direction, in
     time order, each change building on the link's shape before it."""
-    current: dict[tuple[int, str], object] = {}
+    current: dict[tuple[int, str], Shape] = {}
     for event in sorted(events, key=lambda e: e.at):
         i = find_link(p, event.link)
-        name = p.links[i].label
-        if name.startswith("path") and name[4:].isdigit():
-            name = paths[int(name[4:]) - 1]
-        source = event.profile or name
-        base_fwd, base_rev = profiles[source].directions() if source else (None, None)
+        link = p.links[i]
+        slot = path_slot(link.label)
+        source = event.profile or (paths[slot - 1] if slot else link.label)
+        base_fwd, base_rev = profiles[source].directions() if source else (link.a_to_b, link.b_to_a)
         out = {"at_ms": event.at, "link": i, "a_to_b": None, "b_to_a": None}
         for attr, base in (("a_to_b", base_fwd), ("b_to_a", base_rev)):
             if event.direction not in ("both", attr):
@@ -254,7 +383,7 @@ def plan_events(p: NetPlan, events, profiles: dict, paths: list[str]) -> None:
                 raise ValueError(
                     f"link {event.link!r} is unshaped: give `profile:` for its new shape"
                 )
-            new = type(start).model_validate({**start.model_dump(), **event.set})
+            new = shape_with(start, event.set)
             current[(i, attr)] = new
-            out[attr] = asdict(new.to_shape())
+            out[attr] = asdict(new)
         p.events.append(out)

@@ -2,12 +2,16 @@
 
 Every parser accepts a plain number in the base unit (Mbit/s, ms, bytes,
 percent) or a string with a unit, and raises ValueError naming what is
-allowed.
+allowed.  ``Rate``, ``Duration``, ``Size`` and ``Percent`` are the types
+the language's fields use: numbers in the base unit that pydantic parses
+from text when the host validates a file.  pydantic is not imported here
+(the guest imports these types with the link shapes and never validates).
 """
 
 from __future__ import annotations
 
 import re
+from typing import Annotated, Any
 
 _NUM = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
@@ -80,3 +84,23 @@ def percent(value) -> float:
     if not 0 <= result <= 100:
         raise ValueError(f"percentage must be between 0 and 100, got {value!r}")
     return result
+
+
+class Parsed:
+    """Annotation metadata: parse the raw value with ``parse`` before
+    pydantic checks its type.  pydantic finds ``__get_pydantic_core_schema__``
+    when the host validates; nothing is imported until then."""
+
+    def __init__(self, parse):
+        self.parse = parse
+
+    def __get_pydantic_core_schema__(self, source: Any, handler: Any) -> Any:
+        from pydantic_core import core_schema
+
+        return core_schema.no_info_before_validator_function(self.parse, handler(source))
+
+
+Rate = Annotated[float, Parsed(rate_mbit)]
+Duration = Annotated[float, Parsed(duration_ms)]
+Size = Annotated[int, Parsed(size_bytes)]
+Percent = Annotated[float, Parsed(percent)]

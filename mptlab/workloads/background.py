@@ -29,8 +29,9 @@ inter-departure-time and size files (``-Ft``/``-Fs``), so the offered load
 is known exactly and recorded (``traces/background-schedule.json``).
 
 Presets (paper values; what the papers leave open is marked chosen in
-``PRESETS`` and docs/workloads.md): ``blest-3g-wlan``, ``blest-wlan-wlan``,
-``sbd``, ``fec``.
+``mptlab.spec.workloads.PRESETS`` and docs/workloads.md): ``blest-3g-wlan``,
+``blest-wlan-wlan``, ``sbd``, ``fec``.  The entries reach the guest with
+their preset's values filled in (``Background.resolved()`` on the host).
 
 ``start(ctx)`` launches the flows; ``stop(ctx)`` stops them and returns per
 pair the configured, scheduled, sent and received load (payload Mbit/s),
@@ -47,13 +48,10 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
-
-from .helpers.common import derive_seed, wait_listening
+from ..guest.netlab import in_netns, wait_listening
+from ..spec.seeds import derive_seed
 from .helpers.common import stop as stop_proc
-from .helpers.types import Duration, Rate, Size
 
 BASE_PORT = 20000  # D-ITG data ports: BASE_PORT + flow index (per run)
 SIGNAL_PORT = 9000
@@ -64,133 +62,6 @@ GREEDY_PPS = 20000  # a rate no bottleneck here can carry: the sender always has
 UDP_OVERHEAD = 14 + 20 + 8  # Ethernet + IPv4 + UDP header bytes per packet
 TCP_OVERHEAD = 14 + 20 + 32  # Ethernet + IPv4 + TCP header with timestamps
 LOAD_TOLERANCE = 0.10  # sent vs scheduled payload beyond this: the run's load_ok is false
-
-
-@dataclass(frozen=True)
-class Preset:
-    source: str
-    tcp_pps: float
-    udp_rate: float | None  # Mbit/s per flow while ON, or
-    udp_pps: tuple[float, float] | None  # per-flow packet rate drawn uniformly from this range
-    packet_size: int
-    rtt: tuple[float, float]  # ms
-    on_off: tuple[float, float]  # ms, bounds of ON and OFF periods
-    chosen: str
-
-
-PRESETS: dict[str, Preset] = {
-    "blest-3g-wlan": Preset(
-        source="Ferlin et al., BLEST (IFIP Networking 2016), Sec. III-3: TCP flows at an exponentially "
-        "distributed mean rate of 157 pps; UDP Pareto-on / exponential-off flows at 100 kbit/s per flow "
-        "(heterogeneous scenario); mean packet size 1000 B; background RTTs 20-100 ms",
-        tcp_pps=157.0,
-        udp_rate=0.1,
-        udp_pps=None,
-        packet_size=1000,
-        rtt=(20.0, 100.0),
-        on_off=(1000.0, 5000.0),
-        chosen="ON/OFF bounds 1-5 s (from the SBD chapter), Pareto shape 1.5, OFF mean 2 s above 1 s, "
-        "uniform packet sizes 600-1400 B, RTT uniform; 100 kbit/s read as the rate while ON",
-    ),
-    "blest-wlan-wlan": Preset(
-        source="Ferlin et al., BLEST, Sec. III-3: as blest-3g-wlan with 500 kbit/s per UDP flow "
-        "(homogeneous scenario)",
-        tcp_pps=157.0,
-        udp_rate=0.5,
-        udp_pps=None,
-        packet_size=1000,
-        rtt=(20.0, 100.0),
-        on_off=(1000.0, 5000.0),
-        chosen="as blest-3g-wlan",
-    ),
-    "sbd": Preset(
-        source="Ferlin PhD thesis Ch. 5 (MPTCP-SBD emulation): TCP 150 pps (exponential); UDP "
-        "50-150 pps, Pareto on / exponential off, on/off intervals 1-5 s; mean packet 1000 B; "
-        "background RTTs 20-80 ms",
-        tcp_pps=150.0,
-        udp_rate=None,
-        udp_pps=(50.0, 150.0),
-        packet_size=1000,
-        rtt=(20.0, 80.0),
-        on_off=(1000.0, 5000.0),
-        chosen="per-flow UDP rate uniform in the range, Pareto shape 1.5, OFF mean 2 s above 1 s, "
-        "uniform packet sizes 600-1400 B",
-    ),
-    "fec": Preset(
-        source="Ferlin PhD thesis Ch. 6 (dFEC emulation): TCP 150 pps (exponential); UDP 395-995 pps, "
-        "Pareto on / exponential off, 1-5 s on/off; mean packet 1000 B; background RTTs 10-100 ms",
-        tcp_pps=150.0,
-        udp_rate=None,
-        udp_pps=(395.0, 995.0),
-        packet_size=1000,
-        rtt=(10.0, 100.0),
-        on_off=(1000.0, 5000.0),
-        chosen="per-flow UDP rate uniform in the range, Pareto shape 1.5, OFF mean 2 s above 1 s, "
-        "uniform packet sizes 600-1400 B; the chapter scales UDP load to each bottleneck and raises "
-        "it for video runs by amounts it does not give: set udp_flows/udp_pps per pair",
-    ),
-}
-
-
-class Params(BaseModel):
-    """One ``background:`` entry.  Unset rate fields take the preset's values."""
-
-    model_config = ConfigDict(extra="forbid")
-    preset: Literal["blest-3g-wlan", "blest-wlan-wlan", "sbd", "fec"]
-    pairs: list[int] | None = Field(None, description="1-based background pairs (default: all)")
-    tcp_flows: int = Field(ge=0, description="rate-limited TCP flows per pair")
-    udp_flows: int = Field(ge=0, description="UDP on/off flows per pair")
-    tcp_greedy: int = Field(0, ge=0, description="saturating TCP flows per pair")
-    seed: int = Field(ge=0, description="seed of every random draw")
-    seed_per_run: bool = Field(
-        True, description="combine seed with the run's seed (repetitions differ)"
-    )
-    tcp_pps: float | None = Field(None, gt=0)
-    udp_rate: Rate | None = Field(None, description="per UDP flow while ON")
-    udp_pps: tuple[float, float] | None = None
-    packet_size: Size | None = Field(None, ge=100, le=1400)
-    rtt: tuple[Duration, Duration] | None = None
-    on_off: tuple[Duration, Duration] | None = None
-    settle: Duration = Field(1000.0, description="wait after starting, before the workload")
-
-    @field_validator("pairs")
-    @classmethod
-    def _pairs(cls, v):
-        if v is not None and (not v or any(p < 1 for p in v)):
-            raise ValueError(
-                "pairs are 1-based indices of the topology's background pairs, e.g. [1, 2]"
-            )
-        return v
-
-    @model_validator(mode="after")
-    def _ranges(self):
-        for name in ("udp_pps", "rtt", "on_off"):
-            value = getattr(self, name)
-            if value is not None and not (0 < value[0] <= value[1]):
-                raise ValueError(
-                    f"{name} must be [low, high] with 0 < low <= high, got {list(value)}"
-                )
-        if self.udp_rate is not None and self.udp_pps is not None:
-            raise ValueError("give udp_rate or udp_pps, not both")
-        if self.tcp_flows + self.udp_flows + self.tcp_greedy == 0:
-            raise ValueError("no flows: set tcp_flows, udp_flows or tcp_greedy")
-        return self
-
-    def resolved(self) -> dict:
-        """The entry with the preset's values filled in."""
-        p = PRESETS[self.preset]
-        udp_rate, udp_pps = self.udp_rate, self.udp_pps
-        if udp_rate is None and udp_pps is None:
-            udp_rate, udp_pps = p.udp_rate, p.udp_pps
-        return {
-            "preset": self.preset,
-            "tcp_pps": self.tcp_pps or p.tcp_pps,
-            "udp_rate": udp_rate,
-            "udp_pps": list(udp_pps) if udp_pps else None,
-            "packet_size": self.packet_size or p.packet_size,
-            "rtt": list(self.rtt or p.rtt),
-            "on_off": list(self.on_off or p.on_off),
-        }
 
 
 # --------------------------------------------------------------- schedules
@@ -267,13 +138,14 @@ def poisson_times(rng: random.Random, pps: float, start: float, end: float) -> l
     return out
 
 
-def make_flows(entries: list[Params], n_pairs: int, run_seed: int, horizon_s: float,
-               base_rtt_ms: dict[int, float]) -> list[Flow]:  # fmt: skip
-    """Every flow of every entry on every pair it names, with its packets
-    (times in s from the start, payload sizes) for non-greedy flows."""
+def make_flows(
+    entries: list, n_pairs: int, run_seed: int, horizon_s: float, base_rtt_ms: dict[int, float]
+) -> list[Flow]:
+    """Every flow of every entry (with its preset's values filled in) on every
+    pair it names, with its packets (times in s from the start, payload
+    sizes) for non-greedy flows."""
     flows: list[Flow] = []
     for e, entry in enumerate(entries):
-        r = entry.resolved()
         seed = (
             derive_seed(entry.seed, run_seed, e)
             if entry.seed_per_run
@@ -294,19 +166,19 @@ def make_flows(entries: list[Params], n_pairs: int, run_seed: int, horizon_s: fl
             for kind in kinds:
                 fseed = rng.getrandbits(32)
                 frng = random.Random(fseed)
-                rtt = max(base_rtt_ms.get(pair, 0.0), frng.uniform(*r["rtt"]))
-                size = r["packet_size"]
+                rtt = max(base_rtt_ms.get(pair, 0.0), frng.uniform(*entry.rtt))
+                size = entry.packet_size
                 flow = Flow(entry=e + 1, pair=pair, kind=kind, port=BASE_PORT + len(flows), seed=fseed,
                             rtt_ms=rtt, size=size)  # fmt: skip
                 if kind == "tcp":
-                    flow.pps = r["tcp_pps"]
+                    flow.pps = entry.tcp_pps
                     flow.periods = [(0.0, horizon_s)]
                 elif kind == "udp":
-                    if r["udp_rate"]:
-                        flow.pps = r["udp_rate"] * 1e6 / 8 / size
+                    if entry.udp_rate:
+                        flow.pps = entry.udp_rate * 1e6 / 8 / size
                     else:
-                        flow.pps = frng.uniform(*r["udp_pps"])
-                    lo, hi = (x / 1000 for x in r["on_off"])
+                        flow.pps = frng.uniform(*entry.udp_pps)
+                    lo, hi = (x / 1000 for x in entry.on_off)
                     flow.periods = on_periods(frng, lo, hi, horizon_s)
                 if kind != "greedy":
                     lo_size = max(1, round(size * (1 - SIZE_SPREAD)))
@@ -349,8 +221,6 @@ def itgsend_line(flow: Flow, dest: str, files: Path, horizon_ms: int) -> str:
 # ------------------------------------------------------------- counters
 def _counters(ns: str, dev: str) -> dict:
     """Interface bytes/packets and UDP/TCP segment counts of namespace ``ns``."""
-    from mptlab.guest.netlab import in_netns
-
     with in_netns(ns):
         net_dev = Path("/proc/thread-self/net/dev").read_text()
         snmp = Path("/proc/thread-self/net/snmp").read_text()
@@ -408,7 +278,7 @@ def base_rtt(ctx, pair) -> float:
             or pair.sender in (link.a, link.b)
             or pair.receiver in (link.a, link.b)
         ):
-            rtt += sum(s.delay_ms for s in (link.a_to_b, link.b_to_a) if s is not None)
+            rtt += sum(s.delay for s in (link.a_to_b, link.b_to_a) if s is not None)
     return rtt
 
 
@@ -446,7 +316,7 @@ def _tc_rtt_lines(dev: str, delays: dict[int, float]) -> list[str]:
 
 
 def start(ctx) -> None:
-    entries = [Params.model_validate(e) for e in ctx.spec.config["background"]]
+    entries = ctx.config.background
     pairs = _pairs(ctx)
     if not pairs:
         raise RuntimeError(
@@ -503,13 +373,13 @@ def start(ctx) -> None:
             raise RuntimeError(
                 f"ITGSend exited early ({proc.returncode}); see traces/ditg-bg*-send*.out"
             )
-    _write_schedule(ctx, entries, flows, state)
+    _write_schedule(ctx, flows, state)
     ctx.mark("background_start")
 
 
-def _write_schedule(ctx, entries: list[Params], flows: list[Flow], state: dict) -> None:
+def _write_schedule(ctx, flows: list[Flow], state: dict) -> None:
     record = {
-        "entries": [{**e.model_dump(mode="json"), "resolved": e.resolved()} for e in entries],
+        "entries": ctx.spec.config["background"],
         "run_seed": ctx.spec.seed,
         "flows": [
             {k: v for k, v in asdict(f).items() if k not in ("times", "sizes")}
@@ -542,14 +412,13 @@ def stop(ctx) -> dict:
     t0 = state["t_start"] - state["t_launch"]
     t1 = t_stop - state["t_launch"]
     window = t_stop - state["t_start"]
-    entries = [Params.model_validate(e) for e in ctx.spec.config["background"]]
+    entries = ctx.config.background
     pairs_out = []
     for n, info in sorted(state["pairs"].items()):
         mine = [f for f in flows if f.pair == n]
         configured = 0.0
         for f in mine:
-            r = entries[f.entry - 1].resolved()
-            on, off = on_off_means(*r["on_off"])
+            on, off = on_off_means(*entries[f.entry - 1].on_off)
             mbps = f.mean_mbps(on / (on + off))
             configured += mbps or 0.0
         sent, _ = payload_bytes(info["before_s"], after[n][0], "tx")

@@ -24,50 +24,28 @@ import socket
 import struct
 import threading
 import time
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-from .helpers.common import (
-    WorkloadError,
-    connect,
-    endpoints,
-    ipdv,
-    listen,
-    mptcp,
-    params,
-    recv_exact,
-    summary,
-)
-from .helpers.types import Duration, Rate, Size
+from ..guest.sockets import connect, listen
+from ..guest.workload import WorkloadError
+from .helpers.common import endpoints, ipdv, mptcp, recv_exact, summary
 
 PORT = 8084
 HEADER = struct.Struct("!Qd")  # index, due time
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    block_size: Size = Field(8 * 1024, ge=HEADER.size, description="bytes per block (thesis: 8 KB)")
-    rate: Rate = Field(description="application rate (thesis, NorNet: 500 kbit/s, 1875 kbit/s)")
-    duration: Duration = Field(60_000.0, gt=0)
-    direction: Literal["download", "upload"] = "download"
-
-    @property
-    def interval_s(self) -> float:
-        return self.block_size * 8 / (self.rate * 1e6)
+def interval_s(block_size: int, rate_mbit: float) -> float:
+    """Time between two blocks' due times."""
+    return block_size * 8 / (rate_mbit * 1e6)
 
 
-def quick(p: dict) -> dict:
-    return {**p, "duration": min(p.get("duration", 60_000.0), 15_000.0)}
-
-
-def _sender(sock: socket.socket, p: Params, t0: float, out: dict) -> None:
+def _sender(sock: socket.socket, p, t0: float, out: dict) -> None:
     try:
-        n = max(1, int(p.duration / 1000 / p.interval_s))
+        interval = interval_s(p.block_size, p.rate)
+        n = max(1, int(p.duration / 1000 / interval))
         pad = bytes(p.block_size - HEADER.size)
         lag = 0.0
         for i in range(n):
-            due = t0 + i * p.interval_s
+            due = t0 + i * interval
             now = time.time()
             if now < due:
                 time.sleep(due - now)
@@ -112,7 +90,7 @@ def block_metrics(arrivals: list[tuple[int, float, float]], sent: int, warmup_s:
 
 
 def run(ctx) -> dict:
-    p = params(ctx, Params)
+    p = ctx.workload
     dest, bind = endpoints(ctx)
     use = mptcp(ctx)
     lsock = listen(ctx.net.ns(ctx.server), use, PORT)
@@ -150,6 +128,6 @@ def run(ctx) -> dict:
         sender_lag_max_ms=sent.get("lag", 0.0) * 1000,
         block_size=p.block_size,
         rate_mbps=p.rate,
-        interval_ms=p.interval_s * 1000,
+        interval_ms=interval_s(p.block_size, p.rate) * 1000,
     )
     return metrics

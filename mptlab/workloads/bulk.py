@@ -21,53 +21,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-from typing import Literal
 
-from .helpers.common import WorkloadError, endpoints, mptcpize
+from ..guest.workload import WorkloadError
+from .helpers.common import endpoints, mptcpize
 
 PORT = 5201
-
-
-def _params_model():
-    # pydantic (and mptlab.spec.models) cost ~1 s of host CPU to import in a
-    # UML guest, which never validates: only the host builds this model.
-    from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-    from mptlab.spec.models import Duration, Size
-
-    class Params(BaseModel):
-        model_config = ConfigDict(extra="forbid")
-        bytes: Size | None = Field(None, gt=0)
-        duration: Duration | None = Field(None, gt=0)
-        direction: Literal["download", "upload"] = "download"
-
-        @model_validator(mode="after")
-        def _bytes_or_duration(self):
-            if (self.bytes is None) == (self.duration is None):
-                raise ValueError(
-                    "give exactly one of bytes (e.g. '64MiB') or duration (e.g. '90s')"
-                )
-            return self
-
-    return Params
-
-
-def __getattr__(name: str):
-    """``Params`` (the workload interface's model) is built on first use (PEP 562)."""
-    if name == "Params":
-        globals()["Params"] = model = _params_model()
-        return model
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
-def quick(params: dict) -> dict:
-    """1/8 of the bytes or duration, at least 1 MiB or 5 s."""
-    out = dict(params)
-    if out.get("bytes"):
-        out["bytes"] = max(1 << 20, out["bytes"] // 8)
-    if out.get("duration"):
-        out["duration"] = max(5000.0, out["duration"] / 8)
-    return out
 
 
 def _endpoints(ctx) -> tuple[str, str | None]:

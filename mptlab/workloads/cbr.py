@@ -26,48 +26,25 @@ import csv
 import signal
 import subprocess
 import time
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ..guest.netlab import wait_listening
+from ..guest.workload import WorkloadError
 from .helpers.common import (
-    WorkloadError,
     announce_client_addresses,
     endpoints,
     ipdv,
     mptcpize,
-    params,
     reverse_endpoints,
     stop,
     summary,
-    wait_listening,
 )
-from .helpers.types import Duration, Rate, Size
 
 SIGNAL_PORT = 9000
 DATA_PORT = 8999
-MIN_FRAME = 64  # D-ITG puts its own header (flow, sequence number, timestamps) in each frame
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    rate: Rate = Field(1.0, description="application bit rate (BLEST paper: 1 Mbit/s)")
-    frame_size: Size = Field(
-        5 * 1024, ge=MIN_FRAME, le=65000, description="bytes per frame (BLEST: 5 KiB)"
-    )
-    duration: Duration = Field(90_000.0, gt=0, description="sending time (BLEST analyses 90 s)")
-    direction: Literal["download", "upload"] = "download"
-    nodelay: bool = Field(True, description="disable Nagle (TCP_NODELAY), as real-time senders do")
-
-    @property
-    def frames_per_s(self) -> float:
-        return self.rate * 1e6 / (8 * self.frame_size)
-
-
-def quick(params: dict) -> dict:
-    out = dict(params)
-    out["duration"] = min(out.get("duration", 90_000.0), 15_000.0)
-    return out
+def frames_per_s(rate_mbit: float, frame_size: int) -> float:
+    return rate_mbit * 1e6 / (8 * frame_size)
 
 
 # ------------------------------------------------------------ D-ITG logs
@@ -166,7 +143,7 @@ def path_owd_ms(ctx) -> list[float]:
     out = []
     for n in range(1, len(ctx.config.paths) + 1):
         links = [ln for ln in ctx.plan.links if ln.label == f"path{n}"]
-        out.append(sum(ln.a_to_b.delay_ms for ln in links if ln.a_to_b is not None))
+        out.append(sum(ln.a_to_b.delay for ln in links if ln.a_to_b is not None))
     return out
 
 
@@ -181,7 +158,8 @@ def write_frames(path, records: list[dict]) -> None:
 
 # ------------------------------------------------------------------ run
 def run(ctx) -> dict:
-    p = params(ctx, Params)
+    p = ctx.workload
+    fps = frames_per_s(p.rate, p.frame_size)
     if p.direction == "download":
         sender, receiver = ctx.server, ctx.client
         dest, _ = reverse_endpoints(ctx)
@@ -199,7 +177,7 @@ def run(ctx) -> dict:
     try:
         wait_listening(ctx.net.ns(receiver), SIGNAL_PORT, itgrecv)
         args = ["ITGSend", "-T", "TCP", "-a", dest, "-rp", str(DATA_PORT)]
-        args += ["-C", f"{p.frames_per_s:.6f}", "-c", str(p.frame_size), "-t", str(int(p.duration))]
+        args += ["-C", f"{fps:.6f}", "-c", str(p.frame_size), "-t", str(int(p.duration))]
         # no -sa: D-ITG 2.8.1 fails to bind a source address ("Address family not
         # supported"); routing sends traffic to an address over that address's path
         args += ["-l", str(send_log)] + (["-D"] if p.nodelay else [])
@@ -229,7 +207,7 @@ def run(ctx) -> dict:
     metrics.update(
         rate_mbps=p.rate,
         frame_size=p.frame_size,
-        configured_frame_rate=p.frames_per_s,
+        configured_frame_rate=fps,
         path_owd_ms=path_owd_ms(ctx),
     )
     return metrics

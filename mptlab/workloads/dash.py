@@ -26,83 +26,43 @@ from __future__ import annotations
 
 import csv
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from .helpers import dash_player, media
-from .helpers.common import (
-    WorkloadError,
-    connect,
-    endpoints,
-    mptcp,
-    params,
-    prepared,
-    stop,
-    wait_listening,
-)
+from ..guest.netlab import wait_listening
+from ..guest.sockets import connect
+from ..guest.workload import WorkloadError
+from .helpers import dash_player, httpd, media
+from .helpers.common import endpoints, mptcp, stop
+from .helpers.content import prepared
 from .helpers.httpd import Connection
-from .helpers.types import Duration, Rate
 
 PORT = 8082
-# a subset of the bitrates (kbit/s) of the 4 s Big Buck Bunny DASH dataset (ITEC, Lederer et al. 2012)
-LADDER = [0.331, 0.522, 0.791, 1.033, 1.547, 2.134, 2.484, 3.079, 3.527, 4.220]
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    duration: Duration = Field(180_000.0, gt=0, description="content length (FEC chapter: 3 min)")
-    segment: Duration = Field(4000.0, gt=0, description="segment length (FEC chapter: 4 s)")
-    ladder: list[Rate] = Field(default_factory=lambda: list(LADDER), min_length=1)
-    fps: int = Field(25, ge=1, le=60)
-    play: Duration | None = Field(None, gt=0, description="play only this much of the content")
-    adaptation: Literal["basic", "sara", "bba"] = "basic"
-    max_buffer: Duration = Field(30_000.0, gt=0)
-    startup: Duration = Field(4000.0, gt=0, description="buffer needed to start or resume playback")
-    basic_window: int = Field(3, ge=1, description="segments in basic's moving average")
-    sara: tuple[Duration, Duration, Duration] = Field(
-        (8000.0, 16000.0, 24000.0), description="I, B_alpha, B_beta"
-    )
-    bba: tuple[Duration, Duration] = Field((8000.0, 16000.0), description="reservoir, cushion")
-
-    @model_validator(mode="after")
-    def _consistent(self):
-        if self.segment > self.duration:
-            raise ValueError("segment is longer than the content (duration)")
-        if self.startup > self.max_buffer:
-            raise ValueError("startup buffer exceeds max_buffer")
-        if len(set(self.ladder)) != len(self.ladder):
-            raise ValueError("ladder bitrates repeat")
-        if not 0 < self.sara[0] < self.sara[1] < self.sara[2]:
-            raise ValueError("sara thresholds must be increasing: [I, B_alpha, B_beta]")
-        return self
-
-    @property
-    def ladder_kbps(self) -> list[int]:
-        return sorted(round(r * 1000) for r in self.ladder)
-
-    def algorithm(self):
-        if self.adaptation == "basic":
-            return dash_player.Basic(window=self.basic_window)
-        if self.adaptation == "sara":
-            return dash_player.Sara(*(x / 1000 for x in self.sara))
-        return dash_player.Bba(*(x / 1000 for x in self.bba))
-
-    def segments(self) -> int:
-        total = int(self.duration // self.segment)
-        return min(total, max(1, round((self.play or self.duration) / self.segment)))
+def ladder_kbps(ladder_mbit: list[float]) -> list[int]:
+    return sorted(round(r * 1000) for r in ladder_mbit)
 
 
-def quick(p: dict) -> dict:
-    return {**p, "play": min(p.get("play") or p.get("duration", 180_000.0), 40_000.0)}
+def algorithm(p):
+    """The adaptation algorithm the parameters ``p`` choose."""
+    if p.adaptation == "basic":
+        return dash_player.Basic(window=p.basic_window)
+    if p.adaptation == "sara":
+        return dash_player.Sara(*(x / 1000 for x in p.sara))
+    return dash_player.Bba(*(x / 1000 for x in p.bba))
+
+
+def segments(p) -> int:
+    """How many segments are played."""
+    total = int(p.duration // p.segment)
+    return min(total, max(1, round((p.play or p.duration) / p.segment)))
 
 
 def prepare(p: dict) -> dict:
-    q = Params.model_validate(p)
-    return media.prepare_dash(q.duration / 1000, q.segment / 1000, q.ladder_kbps, q.fps)
+    return media.prepare_dash(
+        p["duration"] / 1000, p["segment"] / 1000, ladder_kbps(p["ladder"]), p["fps"]
+    )
 
 
 def write_segments(path: Path, session: dash_player.Session) -> None:
@@ -126,25 +86,15 @@ def write_segments(path: Path, session: dash_player.Session) -> None:
 
 
 def run(ctx) -> dict:
-    p = params(ctx, Params)
+    p = ctx.workload
     prep = prepared(ctx)
     root = Path(prep["root"])
     if not (root / prep["mpd"]).exists():
         raise RuntimeError(f"DASH content missing in {root} (prepare() on the host makes it)")
     dest, bind = endpoints(ctx)
-    cmd = [
-        sys.executable,
-        "-m",
-        "mptlab.workloads.helpers.httpd",
-        "--root",
-        str(root),
-        "--port",
-        str(PORT),
-    ]
-    cmd += ["--mptcp"] if mptcp(ctx) else []
+    cmd = httpd.command(root, PORT, mptcp(ctx))
     log = open(ctx.trace_dir / "dash-server.log", "w")  # noqa: SIM115
-    repo = str(Path(__file__).resolve().parent.parent)
-    server = ctx.net.popen(ctx.server, cmd, stdout=log, stderr=subprocess.STDOUT, cwd=repo)
+    server = ctx.net.popen(ctx.server, cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         wait_listening(ctx.net.ns(ctx.server), PORT, server)
         time.sleep(ctx.config.warmup / 1000)
@@ -160,9 +110,14 @@ def run(ctx) -> dict:
                 raise WorkloadError(f"GET {path}: HTTP {f.status}")
             return f.size, f.body
 
-        player = dash_player.Player(fetch, p.algorithm(), max_buffer_s=p.max_buffer / 1000,
-                                    startup_s=p.startup / 1000, log=ctx.log)  # fmt: skip
-        session = player.play(f"http://{dest}:{PORT}/{prep['mpd']}", segments=p.segments())
+        player = dash_player.Player(
+            fetch,
+            algorithm(p),
+            max_buffer_s=p.max_buffer / 1000,
+            startup_s=p.startup / 1000,
+            log=ctx.log,
+        )
+        session = player.play(f"http://{dest}:{PORT}/{prep['mpd']}", segments=segments(p))
         conn.close()
         ctx.mark("workload_end")
     finally:
@@ -170,5 +125,5 @@ def run(ctx) -> dict:
         log.close()
     write_segments(ctx.trace_dir / "dash-segments.csv", session)
     metrics = session.metrics()
-    metrics.update(adaptation=p.adaptation, ladder_mbps=[k / 1000 for k in p.ladder_kbps])
+    metrics.update(adaptation=p.adaptation, ladder_mbps=[k / 1000 for k in ladder_kbps(p.ladder)])
     return metrics

@@ -34,47 +34,21 @@ import threading
 import time
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from ..guest.sockets import connect, listen
+from ..guest.workload import WorkloadError
 from .helpers import media
-from .helpers.common import (
-    WorkloadError,
-    connect,
-    endpoints,
-    ipdv,
-    listen,
-    mptcp,
-    params,
-    prepared,
-    recv_exact,
-    summary,
-)
-from .helpers.types import Duration, Rate
+from .helpers.common import endpoints, ipdv, mptcp, recv_exact, summary
+from .helpers.content import prepared
 
 PORT = 8083
 HEADER = struct.Struct("!IIdc3x")  # index, size, capture time, picture type
 GRACE_S = 2.0
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    duration: Duration = Field(60_000.0, gt=0, description="stream length (FEC chapter: 1 min)")
-    bitrate: Rate = Field(3.565, description="FEC chapter: 3.4 Mibit/s = 3.565 Mbit/s")
-    fps: int = Field(25, ge=1, le=120, description="FEC chapter: 25")
-    gop: int = Field(50, ge=1, description="frames per group of pictures (chosen: 2 s)")
-    bframes: int = Field(2, ge=0, le=16, description="B-frames between references (chosen)")
-    playout_delay: Duration = Field(
-        1000.0, gt=0, description="receiver buffer: later frames miss playout"
-    )
-
-
-def quick(p: dict) -> dict:
-    return {**p, "duration": min(p.get("duration", 60_000.0), 15_000.0)}
-
-
 def prepare(p: dict) -> dict:
-    q = Params.model_validate(p)
-    return media.prepare_live(q.duration / 1000, round(q.bitrate * 1000), q.fps, q.gop, q.bframes)
+    return media.prepare_live(
+        p["duration"] / 1000, round(p["bitrate"] * 1000), p["fps"], p["gop"], p["bframes"]
+    )
 
 
 def _send(lsock: socket.socket, stream: bytes, frames: list[dict], fps: int, out: dict) -> None:
@@ -141,7 +115,7 @@ def frame_metrics(
 
 
 def run(ctx) -> dict:
-    p = params(ctx, Params)
+    p = ctx.workload
     prep = prepared(ctx)
     root = Path(prep["root"])
     frames = json.loads((root / "frames.json").read_text())["frames"]

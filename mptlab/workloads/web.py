@@ -1,6 +1,6 @@
 """Web page loads over HTTP/1.1 (6 connections) or HTTP/2 (one connection).
 
-The page sets of the Ferlin thesis (``traffic/pages.py``: wikipedia, amazon,
+The page sets of the Ferlin thesis (``helpers/pages.py``: wikipedia, amazon,
 huffingtonpost, google, youtube, espn) are generated on the host by
 ``prepare()`` and cached under ``~/.cache/mptlab/content/``.
 
@@ -37,32 +37,19 @@ from __future__ import annotations
 import csv
 import json
 import subprocess
-import sys
 import threading
 import time
 from collections import deque
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
-
-from .helpers import pages
-from .helpers.common import (
-    WorkloadError,
-    build_once,
-    connect,
-    content_dir,
-    endpoints,
-    mptcp,
-    mptcpize,
-    params,
-    prepared,
-    stop,
-    wait_listening,
-)
+from ..guest.netlab import wait_listening
+from ..guest.sockets import connect
+from ..guest.workload import WorkloadError
+from .helpers import httpd, pages
+from .helpers.common import endpoints, mptcp, mptcpize, stop
+from .helpers.content import build_once, content_dir, prepared
 from .helpers.httpd import Connection, Fetch
-from .helpers.types import Duration
 
 H1_PORT = 8081
 H2_PORT = 8080
@@ -70,39 +57,12 @@ H2_WINDOW_BITS = 23  # nghttp -w: per-stream window 8 MiB (Chrome: 6 MiB)
 H2_CONN_WINDOW_BITS = 24  # nghttp -W: connection window 16 MiB (Chrome: 15 MiB)
 
 
-class Params(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-    page: str = Field(description=f"page set: {', '.join(pages.PAGE_SETS)}")
-    http: Literal["1.1", "2"] = "1.1"
-    connections: int = Field(
-        6, ge=1, le=32, description="HTTP/1.1 parallel connections (browsers: 6)"
-    )
-    loads: int = Field(1, ge=1, description="page loads per run")
-    gap: Duration = Field(1000.0, description="pause between loads")
-
-    @field_validator("page")
-    @classmethod
-    def _known_page(cls, v: str) -> str:
-        if v not in pages.PAGE_SETS:
-            raise ValueError(f"unknown page set {v!r}; allowed: {', '.join(pages.PAGE_SETS)}")
-        return v
-
-    @field_validator("http", mode="before")
-    @classmethod
-    def _http_text(cls, v):
-        return str(v) if isinstance(v, int | float) else v
-
-
-def quick(p: dict) -> dict:
-    return {**p, "loads": 1}
-
-
 def prepare(p: dict) -> dict:
     """Write the page's files (once; cached) and return where they are."""
-    params_ = Params.model_validate(p)
-    target = content_dir("page", {"page": params_.page, "generator": pages.GENERATOR})
-    build_once(target, lambda tmp: pages.write(params_.page, tmp))
-    objs = pages.objects(params_.page)
+    page = p["page"]
+    target = content_dir("page", {"page": page, "generator": pages.GENERATOR})
+    build_once(target, lambda tmp: pages.write(page, tmp))
+    objs = pages.objects(page)
     return {"root": str(target), "objects": len(objs), "bytes": sum(o["size"] for o in objs)}
 
 
@@ -238,8 +198,13 @@ def path_rates_mbps(ctx) -> list[float | None]:
     links; None: unshaped)."""
     out = []
     for n in range(1, len(ctx.config.paths) + 1):
-        rates = [s.rate_mbit for ln in ctx.plan.links if ln.label == f"path{n}"
-                 for s in (ln.a_to_b, ln.b_to_a) if s is not None and s.rate_mbit]  # fmt: skip
+        rates = [
+            s.rate
+            for ln in ctx.plan.links
+            if ln.label == f"path{n}"
+            for s in (ln.a_to_b, ln.b_to_a)
+            if s is not None and s.rate
+        ]
         out.append(min(rates) if rates else None)
     return out
 
@@ -284,7 +249,7 @@ def load_metrics(loads: list[tuple[float, list[Fetch]]], page_bytes: int, n_obje
 
 
 def run(ctx) -> dict:
-    p = params(ctx, Params)
+    p = ctx.workload
     prep = prepared(ctx)
     root = Path(prep["root"])
     if not (root / "index.html").exists():
@@ -294,20 +259,10 @@ def run(ctx) -> dict:
         server_cmd = mptcpize(ctx) + ["nghttpd", "--no-tls", "-d", str(root), str(H2_PORT)]
         port = H2_PORT
     else:
-        server_cmd = [
-            sys.executable,
-            "-m",
-            "mptlab.workloads.helpers.httpd",
-            "--root",
-            str(root),
-            "--port",
-            str(H1_PORT),
-        ]
-        server_cmd += ["--mptcp"] if mptcp(ctx) else []
+        server_cmd = httpd.command(root, H1_PORT, mptcp(ctx))
         port = H1_PORT
     log = open(ctx.trace_dir / "web-server.log", "w")  # noqa: SIM115
-    repo = str(Path(__file__).resolve().parent.parent)
-    server = ctx.net.popen(ctx.server, server_cmd, stdout=log, stderr=subprocess.STDOUT, cwd=repo)
+    server = ctx.net.popen(ctx.server, server_cmd, stdout=log, stderr=subprocess.STDOUT)
     loads = []
     try:
         wait_listening(ctx.net.ns(ctx.server), port, server)

@@ -166,6 +166,13 @@ class Connection:
             self.sock.close()
 
 
+def command(root: Path, port: int, use_mptcp: bool) -> list[str]:
+    """The command that serves ``root`` on ``port`` (to run in the server's namespace)."""
+    return [sys.executable, "-m", __name__, "--root", str(root), "--port", str(port)] + (
+        ["--mptcp"] if use_mptcp else []
+    )
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m mptlab.workloads.helpers.httpd")
     p.add_argument("--root", required=True, type=Path)

@@ -25,7 +25,7 @@ import subprocess
 from pathlib import Path
 from xml.sax.saxutils import quoteattr
 
-from .common import build_once, content_dir
+from .content import build_once, content_dir
 
 MPTLAB_NS = "urn:mptlab:dash:2024"
 DASH_NS = "urn:mpeg:dash:schema:mpd:2011"

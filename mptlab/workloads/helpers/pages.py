@@ -30,15 +30,6 @@ from pathlib import Path
 
 KIB = 1024
 
-# name: (objects, total KiB, source)
-PAGE_SETS: dict[str, tuple[int, int, str]] = {
-    "wikipedia": (15, 72, "Ferlin thesis Table 3.2; BLEST paper Table I (small)"),
-    "amazon": (54, 1024, "Ferlin thesis Table 3.2; BLEST paper Table I (medium)"),
-    "huffingtonpost": (138, 3994, "Ferlin thesis Table 3.2; BLEST paper Table I (large)"),
-    "google": (6, 1080, "Ferlin thesis Table 3.2; FEC chapter Table II"),
-    "youtube": (26, 3204, "Ferlin thesis Table 3.2; FEC chapter Table II"),
-    "espn": (111, 6072, "Ferlin thesis Table 3.2; FEC chapter Table II"),
-}
 SIGMA = 1.3  # lognormal shape of object sizes (chosen)
 MIN_OBJECT = 128  # bytes
 GENERATOR = "lognormal-1.3-v1"  # part of the content cache key
@@ -50,6 +41,10 @@ _LINK = re.compile(rb'(?:href|src)="(/o/[^"]+)"')
 def objects(name: str) -> list[dict]:
     """The page's objects in document order: ``[{path, kind, size}]``, the
     HTML first; sizes sum to the page total."""
+    # the page sets are the language's (mptlab.spec.workloads, Table 3.2); only the
+    # host makes pages, so the guest, which reads links(), never imports the models
+    from ...spec.workloads import PAGE_SETS
+
     if name not in PAGE_SETS:
         raise ValueError(f"unknown page set {name!r}; allowed: {', '.join(PAGE_SETS)}")
     count, total_kib, _ = PAGE_SETS[name]

@@ -1,0 +1,116 @@
+"""One run: write its spec, boot a guest that runs the agent, record the outcome.
+
+The same on this machine (``Campaign``) and on a cluster worker
+(``mptlab.campaign.cluster``).
+"""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+from dataclasses import dataclass
+
+from .. import rundir
+from ..guest.modules import ENV as MODULES_ENV
+from ..rundir import CampaignDir, RunDirError, RunSpec, RunStatus
+from .boot import boot
+from .kernel import KernelBuild
+
+BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
+GUEST_AGENT = "mptlab.guest.agent"  # the module the guest runs (python -m)
+# A guest whose processes spent more than this share of the run ready to run
+# but waiting for a host CPU (scheduler statistics, mptlab.campaign.boot.TreeCPU)
+# was starved by its neighbours: its timing, hence its results, may be off.
+# Alone a guest waits ~3 %; bulk goodput held within 1 % up to ~23 % and lost
+# 3-4 % at ~34 % (docs/benchmarks.md, campaign throughput); delay metrics
+# feel waiting sooner, hence a margin.
+STARVED_WAIT_SHARE = 0.10
+
+
+def wait_share(wait_s: float | None, seconds: float | None) -> float | None:
+    return wait_s / seconds if wait_s is not None and seconds else None
+
+
+@dataclass
+class Outcome:
+    run_id: str
+    status: RunStatus
+    reason: str = ""
+    seconds: float = 0.0
+    previous: bool = False  # finished in an earlier invocation
+    cpu_wait_share: float | None = None  # host CPU wait / run time (run.json)
+
+    @property
+    def starved(self) -> bool:
+        return self.cpu_wait_share is not None and self.cpu_wait_share > STARVED_WAIT_SHARE
+
+
+@dataclass(frozen=True)
+class Provenance:
+    """What every run.json of a campaign records about where it ran."""
+
+    tools: dict[str, str]
+    commit: str
+
+
+def execute(
+    campaign: CampaignDir, run: RunSpec, kernel: KernelBuild, provenance: Provenance
+) -> Outcome:
+    """Run ``run`` in a guest, in its own (new) run dir of ``campaign``."""
+    run_dir = campaign.run_dir(run.variant, run.repetition)
+    run_dir.create()
+    run_dir.write_spec(run)
+    timeout_s = run.config["timeout"] / 1000 + BOOT_MARGIN_S
+    entry = run_dir.write_entry(f"exec {sys.executable} -m {GUEST_AGENT} {run_dir.path}\n")
+    started = time.time()
+    res = boot(
+        kernel,
+        run_dir.path,
+        entry,
+        timeout=timeout_s,
+        mem_mb=run.config["kernel"].get("memory", 1 << 30) >> 20,
+        env={MODULES_ENV: str(kernel.modules_dir)},
+    )
+    try:
+        result = run_dir.result()
+    except RunDirError as exc:
+        result = {"status": "unreadable", "error": str(exc)}
+    status, reason = rundir.outcome(res.status, res.reason, result)
+    seconds = time.time() - started
+    outcome = Outcome(
+        run.run_id, status, reason, seconds, cpu_wait_share=wait_share(res.cpu_wait_s, seconds)
+    )
+    run_dir.write_run_info(
+        {
+            "status": status,
+            "reason": reason,
+            "started": started,
+            "seconds": outcome.seconds,
+            "boot_status": res.status,
+            "host_cpu_s": res.cpu_s,
+            "host_cpu_wait_s": res.cpu_wait_s,
+            "timeout_s": timeout_s,
+            "experiment": run.experiment,
+            "variant": run.variant,
+            "repetition": run.repetition,
+            "seed": run.seed,
+            "host": socket.gethostname(),
+            "kernel_dir": str(kernel.dir),
+            "git_commit": provenance.commit,
+            "tools": provenance.tools,
+        }
+    )
+    return outcome
+
+
+def previous(run: RunSpec, info: dict) -> Outcome:
+    """The outcome an earlier invocation recorded in ``run.json``."""
+    return Outcome(
+        run.run_id,
+        info["status"],
+        info.get("reason", ""),
+        info.get("seconds", 0),
+        previous=True,
+        cpu_wait_share=wait_share(info.get("host_cpu_wait_s"), info.get("seconds")),
+    )

@@ -1,0 +1,51 @@
+"""What a campaign records about the machine that ran it: the tool versions
+the guests run (the guest's root is the host's /) and mptlab's commit."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from .. import home
+
+
+def host_tools() -> dict[str, str]:
+    """Versions of the tools the guests run."""
+
+    def version(*cmd: str) -> str:
+        try:
+            out = subprocess.run(cmd, capture_output=True, text=True, timeout=10)
+            return (out.stdout or out.stderr).strip().splitlines()[0]
+        except (OSError, IndexError, subprocess.TimeoutExpired):
+            return "unavailable"
+
+    return {
+        "iperf3": version("iperf3", "--version"),
+        "iproute2": version("ip", "-V"),
+        "tcpdump": version("tcpdump", "--version"),
+        "mptcpize": version("dpkg-query", "-W", "-f", "${Version}", "mptcpize"),
+        "d-itg": version("dpkg-query", "-W", "-f", "${Version}", "d-itg"),
+        "nghttp2": version("dpkg-query", "-W", "-f", "${Version}", "nghttp2-client"),
+        "ffmpeg": version("dpkg-query", "-W", "-f", "${Version}", "ffmpeg"),
+        "python": sys.version.split()[0],
+    }
+
+
+def git_commit() -> str:
+    """The checkout's commit, ``-dirty`` if the tree has changes; ``unknown``
+    outside a checkout (an installed package)."""
+    root = home.checkout()
+    if root is None:
+        return "unknown"
+    try:
+        head = subprocess.run(
+            ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True
+        )
+        dirty = subprocess.run(
+            ["git", "-C", str(root), "status", "--porcelain"], capture_output=True, text=True
+        )
+    except OSError:
+        return "unknown"
+    if head.returncode != 0:
+        return "unknown"
+    return head.stdout.strip() + ("-dirty" if dirty.stdout.strip() else "")
