@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.stall_repro [--runs 8] [--scheduler blest]
         [--mem-mb 256] [--tcp-mem auto|PAGES,PAGES,PAGES] [--bytes 64MiB]
 
-One guest, two shaped links as in ``blest-3g-wlan`` (WLAN 25 Mbit/s 12.5 ms
-one way, 1 % loss, 100 packets; 3G 5 Mbit/s 32.5 ms, 3750 packets), 16 MiB
+One guest, the ``two-path-direct`` network with the links of
+``blest-3g-wlan`` (WLAN 25 Mbit/s 12.5 ms one way, 1 % loss, 100 packets;
+3G 5 Mbit/s 32.5 ms, 3750 packets), built as a campaign builds it, 16 MiB
 socket buffers, no background traffic.  Each run is one ``iperf3 -n`` MPTCP
 download that may take at most ``--limit`` seconds; once a second the guest
 records the data level (bytes the receiver got in order), the receiver's
@@ -31,15 +32,24 @@ import time
 from pathlib import Path
 
 from mptlab.campaign.boot import run_script
-from mptlab.campaign.kernel import REPO_ROOT, find_kernel
+from mptlab.campaign.kernel import find_kernel
+from mptlab.spec.catalog import Catalog
+from mptlab.spec.models import Profile
+from mptlab.spec.plan import plan
+
+# the blest-3g-wlan links
+PROFILES = {
+    "wlan": {"rate": "25mbit", "delay": "12.5ms", "loss": "1%", "queue": 100},
+    "3g": {"rate": "5mbit", "delay": "32.5ms", "queue": 3750},
+}
 
 GUEST = r'''
 import json, subprocess, threading, time, sys
-sys.path.insert(0, REPO)
 from mptlab.guest import modules
-from mptlab.guest.netlab import Net, Queue, Shape
-from mptlab.guest.netlab import in_netns
+from mptlab.guest.build import build
+from mptlab.guest.netlab import Net, in_netns
 from mptlab.guest.sampler import MPTCP_COLUMNS, Diag, mptcp_rows
+from mptlab.spec.plan import NetPlan
 
 if SCHED != "default":
     modules.load_schedulers(MODULES_DIR)
@@ -69,25 +79,18 @@ def sockstat():
             return int(f[f.index("mem") + 1])
 
 def one(k):
-    net = Net(prefix=f"r{k}-")
-    cli, srv = net.add_host("cli"), net.add_host("srv")
-    net.add_link(cli, srv, "10.0.0.1/24", "10.0.0.2/24",
-                 Shape(rate=25, delay=12.5, loss=1.0, queue=Queue(packets=100)))
-    net.add_link(cli, srv, "10.1.0.1/24", "10.1.0.2/24",
-                 Shape(rate=5, delay=32.5, queue=Queue(packets=3750)))
-    net.build()
-    net.mptcp_client_paths(cli)
-    for h in (cli, srv):
-        net.mptcp_limits(h)
+    p = NetPlan.from_json(PLAN)
+    net = build(p, "client", "server", net=Net(prefix=f"r{k}-"))
+    for h in ("client", "server"):
         net.sysctls(h, {"net.mptcp.scheduler": SCHED, "net.mptcp.add_addr_timeout": 1,
                         "net.ipv4.tcp_rmem": f"4096 131072 {BUF}",
                         "net.ipv4.tcp_wmem": f"4096 16384 {BUF}",
                         "net.ipv4.tcp_congestion_control": "reno"})
-    before = {h: counters(net.ns(h)) for h in ("cli", "srv")}
-    server = net.popen(srv, ["mptcpize", "run", "iperf3", "-s", "-1"],
+    before = {h: counters(net.ns(h)) for h in ("client", "server")}
+    server = net.popen("server", ["mptcpize", "run", "iperf3", "-s", "-1"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    net.wait_listening(srv, 5201)
-    client = net.popen(cli, ["mptcpize", "run", "iperf3", "-c", "10.0.0.2", "-R",
+    net.wait_listening("server", 5201)
+    client = net.popen("client", ["mptcpize", "run", "iperf3", "-c", p.addresses("server")[0], "-R",
                              "-n", str(NBYTES), "-J"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     samples, frozen_since, last, status = [], None, None, "ok"
@@ -97,7 +100,7 @@ def one(k):
         time.sleep(1)
         t = time.monotonic() - start
         row = {"t": round(t, 1), "tcp_mem_pages": sockstat()}
-        for h in ("cli", "srv"):
+        for h in ("client", "server"):
             if h not in diag:
                 with in_netns(net.ns(h)):
                     diag[h] = Diag()
@@ -108,7 +111,7 @@ def one(k):
                 row[h] = {x: c.get(x) for x in ("rcv_nxt", "snd_una", "write_seq", "ofo_bytes",
                                                  "ofo_segs", "bytes_received", "bytes_reinjected")}
         samples.append(row)
-        level = (row.get("cli") or {}).get("rcv_nxt")
+        level = (row.get("client") or {}).get("rcv_nxt")
         if level != last:
             last, frozen_since = level, t
         elif t - frozen_since >= 10:
@@ -121,7 +124,7 @@ def one(k):
         client.kill()
     out, err = client.communicate()
     server.kill()
-    after = {h: counters(net.ns(h)) for h in ("cli", "srv")}
+    after = {h: counters(net.ns(h)) for h in ("client", "server")}
     delta = {h: {n: after[h][n] - before[h].get(n, 0) for n in after[h]
                  if after[h][n] != before[h].get(n, 0)} for h in after}
     try:
@@ -142,6 +145,12 @@ for k in range(RUNS):
     RESULT["runs"].append(one(k))
     (RUN_DIR / "progress").write_text(str(k + 1))
 '''
+
+
+def repro_plan() -> dict:
+    """The two-path-direct network with the blest-3g-wlan links, as a campaign plans it."""
+    profiles = {name: Profile.parse(fields) for name, fields in PROFILES.items()}
+    return plan(Catalog.load().topologies["two-path-direct"], profiles, ["wlan", "3g"]).to_json()
 
 
 def parse_size(text: str) -> int:
@@ -170,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     run_dir.mkdir(parents=True)
     head = (
         "import json, os, sys\nfrom pathlib import Path\n"
-        f"REPO = {str(REPO_ROOT)!r}\n"
+        f"PLAN = {repro_plan()!r}\n"
         "RUN_DIR = Path(os.environ['MPTLAB_RUN_DIR'])\n"
         "MODULES_DIR = Path(os.environ['MPTLAB_MODULES_DIR'])\n"
         f"SCHED = {args.scheduler!r}\nRUNS = {args.runs}\nNBYTES = {parse_size(args.bytes)}\n"
@@ -201,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     for k, r in enumerate(runs):
         last = r["samples"][-1] if r["samples"] else {}
         peak = max((s.get("tcp_mem_pages") or 0 for s in r["samples"]), default=0)
-        cli = last.get("cli") or {}
+        cli = last.get("client") or {}
         drops = {
             n: v
             for h in r["mib_delta"].values()

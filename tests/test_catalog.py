@@ -115,7 +115,8 @@ def test_missing_topology_unknown_profile_and_workload(tmp_path):
     with pytest.raises(SpecError, match="experiments.bad.topology: Field required"):
         Catalog.load(campaign(tmp_path, base)).expand("bad")
     with pytest.raises(
-        SpecError, match="unknown topology 'ring'; allowed: shifting, two-path, two-path-shared"
+        SpecError,
+        match="unknown topology 'ring'; allowed: shifting, two-path, two-path-direct, two-path-shared",
     ):
         Catalog.load(campaign(tmp_path, base + "    topology: ring\n")).expand("bad")
     with pytest.raises(

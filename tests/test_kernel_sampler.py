@@ -11,28 +11,29 @@ pytestmark = pytest.mark.kernel
 def test_sampler_sees_subflows_and_the_ofo_queue(guest):
     r = guest(
         """
-        import subprocess, sys, time
+        import subprocess, time
         from mptlab.guest import modules
-        from mptlab.guest.netlab import Net, Queue, Shape
-        modules.load_schedulers(MODULES_DIR)
-        net = Net()
-        cli, srv = net.add_host("cli"), net.add_host("srv")
-        net.add_link(cli, srv, "10.0.0.1/24", "10.0.0.2/24", Shape(rate_mbit=20, delay_ms=5, queue=Queue(packets=100)))
-        net.add_link(cli, srv, "10.1.0.1/24", "10.1.0.2/24", Shape(rate_mbit=5, delay_ms=40, queue=Queue(packets=200)))
-        net.build()
-        net.mptcp_client_paths(cli)
-        net.mptcp_limits(cli); net.mptcp_limits(srv)
-        net.run(srv, "sysctl", "-qw", "net.mptcp.scheduler=minrtt")
-        server = net.popen(srv, ["mptcpize", "run", "iperf3", "-s", "-1"],
+        from mptlab.guest.build import build
+        from mptlab.guest.sampler import SamplerThread
+        from mptlab.spec.catalog import Catalog
+        from mptlab.spec.models import Profile
+        from mptlab.spec.plan import plan
+        modules.load_schedulers()
+        profiles = {
+            "fast": Profile.parse({"rate": 20, "delay": 5, "queue": 100}),
+            "slow": Profile.parse({"rate": 5, "delay": 40, "queue": 200}),
+        }
+        p = plan(Catalog.load().topologies["two-path-direct"], profiles, ["fast", "slow"])
+        net = build(p, "client", "server")
+        net.sysctls("server", {"net.mptcp.scheduler": "minrtt"})
+        server = net.popen("server", ["mptcpize", "run", "iperf3", "-s", "-1"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        time.sleep(0.3)
-        prefix = str(RUN_DIR / "cli")
-        sampler = net.popen(cli, [sys.executable, "-m", "mptlab.guest.sampler", prefix,
-                                  "--ss", "0.1", "--mptcp", "0.01"])
-        net.run(cli, "mptcpize", "run", "iperf3", "-c", "10.0.0.2", "-R", "-t", "3")
-        sampler.terminate(); sampler.wait(timeout=10); server.wait(timeout=10)
-        RESULT["subflows"] = (RUN_DIR / "cli-subflows.csv").read_text()
-        RESULT["mptcp"] = (RUN_DIR / "cli-mptcp.csv").read_text()
+        net.wait_listening("server", 5201)
+        sampler = SamplerThread({"client": net.ns("client")}, RUN_DIR, 0.1, 0.01)
+        net.run("client", "mptcpize", "run", "iperf3", "-c", p.addresses("server")[0], "-R", "-t", "3")
+        sampler.stop(); server.wait(timeout=10)
+        RESULT["subflows"] = (RUN_DIR / "client-subflows.csv").read_text()
+        RESULT["mptcp"] = (RUN_DIR / "client-mptcp.csv").read_text()
         """,
         timeout=120,
     )

@@ -7,30 +7,44 @@ import pytest
 pytestmark = pytest.mark.kernel
 
 SCHEDULERS = {"default", "minrtt", "roundrobin", "redundant", "blest", "ecf"}
+# the kernel's own interface, read and written as such (mptlab sets it through sysctls)
+SYSCTL = """
+        import subprocess
+        from mptlab.guest import modules
+
+        def current_scheduler():
+            return (modules.SYSCTL_DIR / "scheduler").read_text().strip()
+
+        def set_scheduler(name):
+            (modules.SYSCTL_DIR / "scheduler").write_text(name)
+
+        def rmmod(name):
+            return subprocess.run(["rmmod", name], capture_output=True, text=True, check=False)
+"""
 
 
 def test_version_and_scheduler_registry(guest, kernel):
     info = json.loads(kernel.build_info.read_text())
     r = guest(
-        """
+        SYSCTL
+        + """
         import errno, os
-        from mptlab.guest import modules
         RESULT["release"] = os.uname().release
         RESULT["before"] = modules.available_schedulers()
-        RESULT["loaded"] = modules.load_schedulers(MODULES_DIR)
+        RESULT["loaded"] = sorted(modules.load_schedulers(MODULES_DIR))
         RESULT["after"] = modules.available_schedulers()
-        RESULT["initial"] = modules.current_scheduler()
+        RESULT["initial"] = current_scheduler()
         RESULT["switched"] = {}
         for name in RESULT["after"]:
-            modules.set_scheduler(name)
-            RESULT["switched"][name] = modules.current_scheduler()
-        modules.set_scheduler("blest")
+            set_scheduler(name)
+            RESULT["switched"][name] = current_scheduler()
+        set_scheduler("blest")
         try:
-            modules.set_scheduler("no-such-scheduler")
+            set_scheduler("no-such-scheduler")
             RESULT["unknown_errno"] = 0
         except OSError as exc:
             RESULT["unknown_errno"] = exc.errno
-        RESULT["after_unknown"] = modules.current_scheduler()
+        RESULT["after_unknown"] = current_scheduler()
         # a new network namespace starts with the default scheduler
         import subprocess
         subprocess.run(["ip", "netns", "add", "fresh"], check=True)
@@ -51,11 +65,11 @@ def test_version_and_scheduler_registry(guest, kernel):
 
 def test_rmmod_of_scheduler_in_use_is_refused(guest):
     r = guest(
-        """
+        SYSCTL
+        + """
         import socket, threading, time
-        from mptlab.guest import modules
         modules.load_schedulers(MODULES_DIR)
-        modules.set_scheduler("blest")
+        set_scheduler("blest")
 
         def connection():
             srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_MPTCP)
@@ -66,8 +80,8 @@ def test_rmmod_of_scheduler_in_use_is_refused(guest):
             return srv, cli, peer
 
         srv, cli, peer = connection()
-        modules.set_scheduler("default")       # the sysctl no longer holds blest ...
-        busy = modules.rmmod("mptcp_blest")    # ... but the open sockets do
+        set_scheduler("default")       # the sysctl no longer holds blest ...
+        busy = rmmod("mptcp_blest")    # ... but the open sockets do
         RESULT["busy_rc"] = busy.returncode
         RESULT["busy_err"] = busy.stderr
         cli.sendall(b"x" * 100000)          # the connection still works
@@ -78,7 +92,7 @@ def test_rmmod_of_scheduler_in_use_is_refused(guest):
         for s in (cli, peer, srv):
             s.close()
         time.sleep(0.5)
-        free = modules.rmmod("mptcp_blest")
+        free = rmmod("mptcp_blest")
         RESULT["free_rc"] = free.returncode
         RESULT["after"] = modules.available_schedulers()
         srv, cli, peer = connection()       # and the system stays up

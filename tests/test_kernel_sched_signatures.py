@@ -1,7 +1,8 @@
 """Each scheduler module shows its signature on a real two-path transfer.
 
-Topology: client and server joined by two shaped links, one subflow per
-link (policy routing + a subflow endpoint).  Profiles, one-way delay per
+Topology: ``two-path-direct`` (client and server joined by two shaped
+links), built as a campaign builds it: one subflow per link (the server
+announces its second address).  Profiles, one-way delay per
 direction: WLAN 25 Mbit/s 12.5 ms 100-packet queue, 3G 5 Mbit/s 32.5 ms
 3750-packet queue (the BLEST paper's values, delays read as RTTs).  Byte
 counts come from the kernel's per-subflow counters (tracepoint at subflow
@@ -15,35 +16,34 @@ pytestmark = pytest.mark.kernel
 TRANSFER = """
 import subprocess, time
 from mptlab.guest import modules, tracepoints
-from mptlab.guest.netlab import Net, Queue, Shape
+from mptlab.guest.build import build
+from mptlab.guest.netlab import Net
+from mptlab.spec.catalog import Catalog
+from mptlab.spec.models import Profile
+from mptlab.spec.plan import plan
 
-PROFILES = {
-    "wlan": Shape(rate_mbit=25, delay_ms=12.5, queue=Queue(packets=100)),
+PROFILES = {name: Profile.parse(fields) for name, fields in {
+    "wlan": {"rate": "25mbit", "delay": "12.5ms", "queue": 100},
     # the BLEST paper's 3G router queue: 3750 packets (~9 s at 5 Mbit/s)
-    "3g": Shape(rate_mbit=5, delay_ms=32.5, queue=Queue(packets=3750)),
-    "3g-q100": Shape(rate_mbit=5, delay_ms=32.5, queue=Queue(packets=100)),
-}
+    "3g": {"rate": "5mbit", "delay": "32.5ms", "queue": 3750},
+    "3g-q100": {"rate": "5mbit", "delay": "32.5ms", "queue": 100},
+}.items()}
+TOPOLOGY = Catalog.load().topologies["two-path-direct"]
 
 def transfer(scheduler, paths, nbytes):
-    net = Net(prefix=scheduler + "-")
-    cli, srv = net.add_host("cli"), net.add_host("srv")
-    for i, name in enumerate(paths):
-        net.add_link(cli, srv, f"10.{i}.0.1/24", f"10.{i}.0.2/24", PROFILES[name])
-    net.build()
-    net.mptcp_client_paths(cli)
-    net.mptcp_limits(cli)
-    net.mptcp_limits(srv)
-    net.run(cli, "sysctl", "-qw", f"net.mptcp.scheduler={scheduler}")
+    p = plan(TOPOLOGY, PROFILES, paths)
+    net = build(p, "client", "server", net=Net(prefix=scheduler + "-"))
+    net.sysctls("client", {"net.mptcp.scheduler": scheduler})
     tracepoints.enable()
-    server = net.popen(srv, ["mptcpize", "run", "iperf3", "-s", "-1"],
+    server = net.popen("server", ["mptcpize", "run", "iperf3", "-s", "-1"],
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    net.run(cli, "mptcpize", "run", "iperf3", "-c", "10.0.0.2", "-n", str(nbytes))
+    net.wait_listening("server", 5201)
+    net.run("client", "mptcpize", "run", "iperf3", "-c", p.addresses("server")[0], "-n", str(nbytes))
     server.wait(timeout=60)
     # subflows report their counters when they close, which can be after
     # the application is done (a slow path still drains its queue)
     for _ in range(600):
-        if not net.run(cli, "ss", "-Htan", "exclude", "time-wait").strip():
+        if not net.run("client", "ss", "-Htan", "exclude", "time-wait").strip():
             break
         time.sleep(0.1)
     else:
@@ -53,14 +53,15 @@ def transfer(scheduler, paths, nbytes):
     conn = [r for r in records if r["event"] == "mptcp_conn_stats"
             and r["token"] == subflows[0]["token"]]
     by_path = {"acked": conn[0]["bytes_acked"]}
+    client = p.addresses("client")
     for r in subflows:
-        i = int(r["saddr"].split(".")[1])
+        i = client.index(r["saddr"])  # the client's address on link i: path i + 1
         key = paths[i] + "'" * paths[:i].count(paths[i])
         by_path[key] = {"bytes": r["bytes_sent"], "reinjected": r["bytes_reinjected"]}
     net.destroy()
     return by_path
 
-modules.load_schedulers(MODULES_DIR)
+modules.load_schedulers()
 """
 
 MB = 1 << 20

@@ -15,17 +15,17 @@ pytestmark = pytest.mark.kernel
 
 BUILD = """
 import json, subprocess
+from mptlab.guest.build import build
 from mptlab.spec.catalog import Catalog
-from mptlab.spec.models import ProfileSpec
-from mptlab.spec.plan import build, plan
-from mptlab.guest.netlab import Net
+from mptlab.spec.models import Profile
+from mptlab.spec.plan import plan
 
 cat = Catalog.load()
 profiles = dict(cat.profiles)
-profiles["p1"] = ProfileSpec(**PROFILE1)
-profiles["p2"] = ProfileSpec(rate="5mbit", delay="30ms", queue="100 packets")
+profiles["p1"] = Profile.parse(PROFILE1)
+profiles["p2"] = Profile.parse({"rate": "5mbit", "delay": "30ms", "queue": "100 packets"})
 p = plan(cat.topologies["two-path"], profiles, ["p1", "p2"], background=False)
-net = build(p, Net())
+net = build(p, "client", "server")
 server1 = p.addresses("server")[0]
 """
 

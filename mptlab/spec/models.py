@@ -49,6 +49,11 @@ class Profile(Shape):
     paper_delay: str = ""  # how the paper states the delay and how it was read (one-way or RTT)
     reverse: dict = field(default_factory=dict)
 
+    @classmethod
+    def parse(cls, fields: dict) -> Profile:
+        """A profile from the YAML's fields (``{"rate": "25mbit", "queue": 100}``), validated."""
+        return adapter(cls).validate_python(fields)
+
     def directions(self) -> tuple[Shape, Shape]:
         fwd = Shape(**{f.name: getattr(self, f.name) for f in fields(Shape)})
         return fwd, shape_with(fwd, self.reverse) if self.reverse else fwd
