@@ -12,33 +12,30 @@ minus its workload time (boot, network build, teardown).
 
 from __future__ import annotations
 
-import json
 import resource
 import statistics
 import tempfile
-import textwrap
 from pathlib import Path
 
-from mptlab.campaign.kernel import find_kernel
-from mptlab.campaign.runner import Campaign
-from mptlab.spec.catalog import Catalog
+import mptlab
+from mptlab.rundir import CampaignDir
 
 from .report import write_section
 
 LEVELS = [1, 2, 3, 4, 6, 8, 12, 16]
-CAMPAIGN = """\
-profiles:
-  bench-wlan: {rate: 25mbit, delay: 12.5ms, queue: 100 packets}
-  bench-3g: {rate: 5mbit, delay: 32.5ms, queue: 100 packets}
-experiments:
-  bench:
-    topology: two-path
-    paths: [bench-wlan, bench-3g]
-    kernel: {path_manager: {subflows: 2, add_addr_accepted: 2}}
-    workload: {type: bulk, duration: 20s}
-    warmup: 2s
-    timeout: 120s
-"""
+BENCH = mptlab.Experiment(
+    "bench",
+    topology="two-path",
+    profiles={
+        "bench-wlan": {"rate": "25mbit", "delay": "12.5ms", "queue": "100 packets"},  # lossless
+        "bench-3g": {"rate": "5mbit", "delay": "32.5ms", "queue": "100 packets"},  # short queue
+    },
+    paths=["bench-wlan", "bench-3g"],
+    kernel={"path_manager": {"subflows": 2, "add_addr_accepted": 2}},
+    workload=mptlab.Bulk(duration="20s"),
+    warmup="2s",
+    timeout="120s",
+)
 
 
 LIMIT_NOTE = """\
@@ -55,47 +52,53 @@ def _median(rows: list[dict], key: str) -> str:
     return f"{statistics.median(values):.1f}" if values else "-"
 
 
-def run_level(tmp: Path, kernel, n: int, reps: int) -> list[dict]:
-    path = tmp / "bench.yaml"
-    path.write_text(textwrap.dedent(CAMPAIGN))
-    runs = Catalog.load(path).expand("bench", repetitions=reps)
-    out = tmp / f"n{n}"
+def run_level(tmp: Path, n: int, reps: int) -> list[dict]:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    report = Campaign(out, runs, kernel, jobs=n, back_off=False).run()  # measure N, as asked
+    # measure N, as asked: no back-off
+    results = mptlab.run(BENCH, jobs=n, repetitions=reps, out=tmp / f"n{n}", back_off=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / len(runs)
+    cpu = (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) / reps
     rows = []
-    for run_dir in sorted((out / "runs" / "base").glob("rep-*")):
-        info = json.loads((run_dir / "run.json").read_text())
-        if info["status"] != "ok":
+    for run_dir in CampaignDir(results.path).run_dirs():
+        info = run_dir.run_info() or {}
+        if info.get("status") != "ok":
             rows.append({"ok": False})
             continue
-        res = json.loads((run_dir / "result.json").read_text())
+        res = run_dir.result() or {}
         work = res["marks"]["workload_end"] - res["marks"]["workload_start"]
         lateness = res.get("fidelity", {}).get("sampler_lateness", {})
-        rows.append({"ok": True, "goodput": res["metrics"]["goodput_mbps"], "overhead": info["seconds"] - work,
-                     "seconds": info["seconds"], "cpu": cpu, "late_p50": lateness.get("p50_ms"),
-                     "late_p99": lateness.get("p99_ms"),
-                     "wait": 100 * (info.get("host_cpu_wait_s") or 0) / info["seconds"]})  # fmt: skip
-    assert len(rows) == len(report.outcomes)
+        rows.append(
+            {
+                "ok": True,
+                "goodput": res["metrics"]["goodput_mbps"],
+                "overhead": info["seconds"] - work,
+                "seconds": info["seconds"],
+                "cpu": cpu,
+                "late_p50": lateness.get("p50_ms"),
+                "late_p99": lateness.get("p99_ms"),
+                "wait": 100 * (info.get("host_cpu_wait_s") or 0) / info["seconds"],
+            }
+        )
+    assert results.report is not None and len(rows) == len(results.report.outcomes)
     return rows
 
 
 def main() -> None:
-    kernel = find_kernel()
     results = {}
     with tempfile.TemporaryDirectory(prefix="mptlab-bench-", dir="/var/tmp") as tmp:
         for n in LEVELS:
-            rows = run_level(Path(tmp), kernel, n, reps=max(n, 4))
+            rows = run_level(Path(tmp), n, reps=max(n, 4))
             results[n] = rows
             ok = [r for r in rows if r["ok"]]
             print(
                 n, len(ok), statistics.median(r["goodput"] for r in ok) if ok else None, flush=True
             )
     solo = statistics.median(r["goodput"] for r in results[1] if r["ok"])
-    lines = ["| concurrent runs | ok | median goodput (Mbit/s) | vs solo | worst run vs solo | median overhead (s) "
-             "| wall time per run (s) | host CPU per run (s) | waiting for CPU (% of run) | sampler lateness p50 / p99 (ms) |",
-             "|---|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "| concurrent runs | ok | median goodput (Mbit/s) | vs solo | worst run vs solo | median overhead (s) "
+        "| wall time per run (s) | host CPU per run (s) | waiting for CPU (% of run) | sampler lateness p50 / p99 (ms) |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
     best = 1
     for n, rows in results.items():
         ok = [r for r in rows if r["ok"]]
@@ -107,9 +110,11 @@ def main() -> None:
         rel, rel_worst = (med - solo) / solo * 100, (worst - solo) / solo * 100
         if len(ok) == len(rows) and abs(rel) <= 2:
             best = max(best, n)
-        lines.append(f"| {n} | {len(ok)}/{len(rows)} | {med:.2f} | {rel:+.1f} % | {rel_worst:+.1f} % "
-                     f"| {statistics.median(r['overhead'] for r in ok):.1f} | {statistics.median(r['seconds'] for r in ok):.1f} "
-                     f"| {ok[0]['cpu']:.1f} | {_median(ok, 'wait')} | {_median(ok, 'late_p50')} / {_median(ok, 'late_p99')} |")  # fmt: skip
+        lines.append(
+            f"| {n} | {len(ok)}/{len(rows)} | {med:.2f} | {rel:+.1f} % | {rel_worst:+.1f} % "
+            f"| {statistics.median(r['overhead'] for r in ok):.1f} | {statistics.median(r['seconds'] for r in ok):.1f} "
+            f"| {ok[0]['cpu']:.1f} | {_median(ok, 'wait')} | {_median(ok, 'late_p50')} / {_median(ok, 'late_p99')} |"
+        )
     body = (
         "Two-path topology, lossless WLAN (25 Mbit/s, 12.5 ms, 100 pkts) + 3G (5 Mbit/s, 32.5 ms, 100 pkts),\n"
         "default scheduler, 20 s download after which goodput is taken (2 s warm-up excluded);\n"

@@ -20,34 +20,51 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+import mptlab
 from mptlab.analysis import pcap
-from mptlab.campaign.kernel import REPO_ROOT
 
 from .report import write_section
 
 WORK = Path(os.environ.get("MPTLAB_BENCH_DIR", "/var/tmp/mptlab-bench-pcap"))
 SIZE_MB = int(os.environ.get("MPTLAB_BENCH_PCAP_MB", "2048"))
-CAMPAIGN_FILE = REPO_ROOT / "tests" / "data" / "analysis" / "pcap-campaign.yaml"
+REPO = Path(__file__).resolve().parent.parent
+CAMPAIGN_FILE = REPO / "tests" / "data" / "analysis" / "pcap-campaign.yaml"
 SERVER_PORT = 5201
 
-TSHARK_FIELDS = ["frame.time_epoch", "ip.src", "ip.dst", "tcp.srcport", "tcp.dstport", "tcp.seq_raw",
-                 "tcp.ack_raw", "tcp.flags", "tcp.len", "tcp.options.mptcp.rawdataseqno",
-                 "tcp.options.mptcp.subflowseqno", "tcp.options.mptcp.datalvllen",
-                 "tcp.options.mptcp.rawdataack"]  # fmt: skip
+TSHARK_FIELDS = [
+    "frame.time_epoch",
+    "ip.src",
+    "ip.dst",
+    "tcp.srcport",
+    "tcp.dstport",
+    "tcp.seq_raw",
+    "tcp.ack_raw",
+    "tcp.flags",
+    "tcp.len",
+    "tcp.options.mptcp.rawdataseqno",
+    "tcp.options.mptcp.subflowseqno",
+    "tcp.options.mptcp.datalvllen",
+    "tcp.options.mptcp.rawdataack",
+]
 
 
 # tshark's best case for plain field extraction: its sequence analysis, reassembly and
 # MPTCP analysis off (with them on it is ~1.7x slower and its memory grows with the file)
-TSHARK_FAST = ["-o", "tcp.analyze_sequence_numbers:FALSE", "-o", "tcp.relative_sequence_numbers:FALSE",
-               "-o", "tcp.track_bytes_in_flight:FALSE", "-o", "tcp.calculate_timestamps:FALSE",
-               "-o", "tcp.desegment_tcp_streams:FALSE", "-o", "mptcp.analyze_mptcp:FALSE",
-               "-o", "mptcp.relative_sequence_numbers:FALSE"]  # fmt: skip
+TSHARK_OFF = [
+    "tcp.analyze_sequence_numbers",
+    "tcp.relative_sequence_numbers",
+    "tcp.track_bytes_in_flight",
+    "tcp.calculate_timestamps",
+    "tcp.desegment_tcp_streams",
+    "mptcp.analyze_mptcp",
+    "mptcp.relative_sequence_numbers",
+]
+TSHARK_FAST = [arg for pref in TSHARK_OFF for arg in ("-o", f"{pref}:FALSE")]
 
 
 def campaign() -> Path:
@@ -57,18 +74,7 @@ def campaign() -> Path:
     out = WORK / "campaign"
     camp = out / "pcap-check"
     if not (camp / "campaign.json").exists() or len(list(camp.glob("runs/*/rep-*/run.json"))) < 2:
-        cmd = [
-            sys.executable,
-            "-m",
-            "mptlab.cli",
-            "run",
-            str(CAMPAIGN_FILE),
-            "--jobs",
-            "2",
-            "--out",
-            str(out),
-        ]
-        subprocess.run(cmd, check=True, cwd=REPO_ROOT)
+        mptlab.run(mptlab.Experiment.from_yaml(CAMPAIGN_FILE), jobs=2, out=out)
     return camp
 
 
@@ -161,12 +167,18 @@ def main() -> None:
     if not shutil.which("tshark"):
         raise SystemExit("tshark is not installed (scripts/install-deps.sh installs it)")
     camp = campaign()
-    lines = ["Agreement of the capture analysis with the kernel counters (each run of "
-             f"`{CAMPAIGN_FILE.relative_to(REPO_ROOT)}`; bytes per data subflow from the best capture host):",
-             "", "| run | path | kernel bytes | pcap bytes | kernel retrans | pcap retrans | FIN captured |",
-             "|---|---|---|---|---|---|---|"]  # fmt: skip
-    ofo_lines = ["", "| run | OFO max, kernel | OFO max, pcap | reinjected, kernel | reinjected, pcap |",
-                 "|---|---|---|---|---|"]  # fmt: skip
+    lines = [
+        "Agreement of the capture analysis with the kernel counters (each run of "
+        f"`{CAMPAIGN_FILE.relative_to(REPO)}`; bytes per data subflow from the best capture host):",
+        "",
+        "| run | path | kernel bytes | pcap bytes | kernel retrans | pcap retrans | FIN captured |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    ofo_lines = [
+        "",
+        "| run | OFO max, kernel | OFO max, pcap | reinjected, kernel | reinjected, pcap |",
+        "|---|---|---|---|---|",
+    ]
     biggest = None
     for run in sorted(camp.glob("runs/*/rep-*")):
         if not (run / "result.json").exists():
@@ -174,8 +186,10 @@ def main() -> None:
         ag = pcap.kernel_agreement(run)
         name = f"{run.parent.name}/{run.name}"
         for s in ag["subflows"]:
-            lines.append(f"| {name} | {s['path']} | {s['kernel']} | {s['pcap']} | {s['kernel_retrans']} | "
-                         f"{s['pcap_retrans']} | {'yes' if s['fin_seen'] else 'no'} |")  # fmt: skip
+            lines.append(
+                f"| {name} | {s['path']} | {s['kernel']} | {s['pcap']} | {s['kernel_retrans']} | "
+                f"{s['pcap_retrans']} | {'yes' if s['fin_seen'] else 'no'} |"
+            )
         ofo_lines.append(
             f"| {name} | {ag['ofo'][0]} | {ag['ofo'][1]} | {ag['reinjected'][0]} | {ag['reinjected'][1]} |"
         )
@@ -211,27 +225,29 @@ def main() -> None:
     size = big.stat().st_size
     del pk, res
     big.unlink()
-    body = "\n".join([
-        f"Input: the client's captures of `{biggest[1][0].parent.parent.relative_to(camp.parent)}` "
-        f"merged ({', '.join(f.name for f in biggest[1])}; a real transfer, snaplen 128), repeated to {size / 1e9:.2f} GB, {n:,} packets "
-        "(timestamps and client ports shifted per copy, so each copy is its own connections).",
-        f"Field check on the real capture: tshark and `mptlab.analysis.pcap.read` give identical addresses, ports, "
-        f"raw TCP sequence/ACK numbers, payload lengths, timestamps, MPTCP DSNs and data ACKs for all {compared} packets.",
-        "",
-        "| step | seconds | packets/s | vs tshark |",
-        "|---|---|---|---|",
-        f"| tshark -T fields ({len(TSHARK_FIELDS)} fields incl. MPTCP DSN, SSN, data-level length, data ACK; "
-        "its TCP/MPTCP analysis off) "
-        f"| {t_tshark:.1f} | {n / t_tshark:,.0f} | 1x |",
-        f"| `mptlab.analysis.pcap.read` (same fields, numpy arrays) | {t_read:.1f} | {n / t_read:,.0f} | "
-        f"**{t_tshark / t_read:.1f}x faster** |",
-        f"| `mptlab.analysis.pcap.analyze` (subflows, retransmissions, reinjections, OFO/HOL reconstruction) "
-        f"| {t_analyze:.1f} | {n / t_analyze:,.0f} | |",
-        f"| read + analyze | {t_read + t_analyze:.1f} | {n / (t_read + t_analyze):,.0f} | "
-        f"{t_tshark / (t_read + t_analyze):.1f}x faster |",
-        "",
-        *lines,
-        *ofo_lines,
-    ])  # fmt: skip
+    body = "\n".join(
+        [
+            f"Input: the client's captures of `{biggest[1][0].parent.parent.relative_to(camp.parent)}` "
+            f"merged ({', '.join(f.name for f in biggest[1])}; a real transfer, snaplen 128), repeated to {size / 1e9:.2f} GB, {n:,} packets "
+            "(timestamps and client ports shifted per copy, so each copy is its own connections).",
+            f"Field check on the real capture: tshark and `mptlab.analysis.pcap.read` give identical addresses, ports, "
+            f"raw TCP sequence/ACK numbers, payload lengths, timestamps, MPTCP DSNs and data ACKs for all {compared} packets.",
+            "",
+            "| step | seconds | packets/s | vs tshark |",
+            "|---|---|---|---|",
+            f"| tshark -T fields ({len(TSHARK_FIELDS)} fields incl. MPTCP DSN, SSN, data-level length, data ACK; "
+            "its TCP/MPTCP analysis off) "
+            f"| {t_tshark:.1f} | {n / t_tshark:,.0f} | 1x |",
+            f"| `mptlab.analysis.pcap.read` (same fields, numpy arrays) | {t_read:.1f} | {n / t_read:,.0f} | "
+            f"**{t_tshark / t_read:.1f}x faster** |",
+            f"| `mptlab.analysis.pcap.analyze` (subflows, retransmissions, reinjections, OFO/HOL reconstruction) "
+            f"| {t_analyze:.1f} | {n / t_analyze:,.0f} | |",
+            f"| read + analyze | {t_read + t_analyze:.1f} | {n / (t_read + t_analyze):,.0f} | "
+            f"{t_tshark / (t_read + t_analyze):.1f}x faster |",
+            "",
+            *lines,
+            *ofo_lines,
+        ]
+    )
     write_section("pcap", "MPTCP pcap reader vs tshark", "python -m bench.run pcap", body)
     print(body)

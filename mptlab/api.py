@@ -24,7 +24,7 @@ from typing import Any
 from . import home
 from .analysis import ingest, stats
 from .analysis import report as html_report
-from .campaign.kernel import KernelNotBuilt, find_kernel
+from .campaign.kernel import KernelBuild, KernelNotBuilt, find_kernel
 from .campaign.progress import Progress, summary
 from .campaign.runner import Campaign, CampaignReport
 from .rundir import RunSpec
@@ -262,14 +262,16 @@ def run(
     quiet: bool = False,
     back_off: bool = True,
     progress: bool = True,
+    kernel: KernelBuild | None = None,
 ) -> Results:
     """Run every run of ``experiment`` into ``out/<name>`` (default
     ``./results``; ``quick`` appends ``-quick``) with the campaign runner of
     ``mptlab run``: at most ``jobs`` guests at once, resuming what an earlier
     invocation left, a line per run and a summary (``progress=False``: silent).
-    Raises ``KernelNotBuilt`` when the kernel is not built."""
+    ``kernel``: another build than this checkout's.  Raises ``KernelNotBuilt``
+    when the kernel is not built, ``ClusterError`` when ``cluster`` cannot run it."""
     runs = experiment.runs(quick=quick, repetitions=repetitions, seed=seed)
-    kernel = find_kernel()
+    kernel = kernel or find_kernel()
     name = experiment.name + ("-quick" if quick else "")
     out_dir = Path(out or home.results_dir()) / name
     bar = Progress(len(runs), quiet) if progress else None

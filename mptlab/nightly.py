@@ -55,8 +55,10 @@ def read_baseline(root: Path) -> Path | None:
     rel = f.read_text().strip()
     path = root / rel
     if CampaignDir(path).info() is None:
-        raise FileNotFoundError(f"{f}: names {rel!r}, which holds no campaign.json; "
-                                "accept another run with `mptlab nightly --accept STAMP`")  # fmt: skip
+        raise FileNotFoundError(
+            f"{f}: names {rel!r}, which holds no campaign.json; "
+            "accept another run with `mptlab nightly --accept STAMP`"
+        )
     return path
 
 
@@ -112,15 +114,28 @@ def run(
         run_exit = 1 if results.report and results.report.failed else 0
         camp = _campaign_of(night)
     except (KernelNotBuilt, ClusterError, FileNotFoundError) as exc:
-        _history(root, {"stamp": stamp, "experiment": name, "commit": commit, "verdict": "error",
-                        "error": f"campaign did not run: {exc}"})  # fmt: skip
+        _history(
+            root,
+            {
+                "stamp": stamp,
+                "experiment": name,
+                "commit": commit,
+                "verdict": "error",
+                "error": f"campaign did not run: {exc}",
+            },
+        )
         print(f"nightly: {exc}", file=sys.stderr)
         return 2
     html = report.build(camp, out=night / "report.html", pcap=pcap)
     print(f"nightly: report {html}")
     baseline = read_baseline(root)
-    entry = {"stamp": stamp, "experiment": name, "campaign": str(camp.relative_to(root)),
-             "commit": commit, "run_exit": run_exit}  # fmt: skip
+    entry = {
+        "stamp": stamp,
+        "experiment": name,
+        "campaign": str(camp.relative_to(root)),
+        "commit": commit,
+        "run_exit": run_exit,
+    }
     if baseline is None:
         (root / "baseline").write_text(str(camp.relative_to(root)) + "\n")
         entry.update(verdict="baseline", baseline=str(camp.relative_to(root)))
@@ -132,9 +147,13 @@ def run(
     text = cmp.render(res)
     (night / "compare.txt").write_text(f"baseline {baseline}\ncurrent  {camp}\n\n{text}\n")
     print(f"baseline {baseline.relative_to(root)}, current {camp.relative_to(root)}\n{text}")
-    entry.update(baseline=str(baseline.relative_to(root)), verdict="pass" if res.ok else "fail",
-                 failed=[f"{c.rule.metric}/{c.variant}: {c.verdict} ({c.change * 100:+.1f}%)"
-                         for c in res.failed],
-                 checks=len(res.checks))  # fmt: skip
+    entry.update(
+        baseline=str(baseline.relative_to(root)),
+        verdict="pass" if res.ok else "fail",
+        failed=[
+            f"{c.rule.metric}/{c.variant}: {c.verdict} ({c.change * 100:+.1f}%)" for c in res.failed
+        ],
+        checks=len(res.checks),
+    )
     _history(root, entry)
     return 0 if res.ok else 1

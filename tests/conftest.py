@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 import textwrap
 from pathlib import Path
@@ -13,6 +14,21 @@ from mptlab.campaign.boot import run_script
 from mptlab.campaign.kernel import KernelNotBuilt, find_kernel
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+class CLI:
+    """The ``mptlab`` command, run as a process: ``mptlab("run", camp, "--jobs", 2)``."""
+
+    argv = [sys.executable, "-m", "mptlab.cli"]
+
+    def __call__(self, *args, timeout: float | None = None) -> subprocess.CompletedProcess:
+        cmd = [*self.argv, *map(str, args)]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.fixture(scope="session")
+def mptlab() -> CLI:
+    return CLI()
 
 
 @pytest.fixture(scope="session")

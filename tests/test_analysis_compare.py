@@ -2,8 +2,6 @@
 
 import json
 import shutil
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -13,17 +11,12 @@ import pytest
 from mptlab.analysis import compare
 
 DATA = Path(__file__).parent / "data" / "analysis" / "results"
-MPTLAB = [sys.executable, "-m", "mptlab.cli"]
 
 
 def rules_file(tmp_path, text: str) -> Path:
     p = tmp_path / "rules.yaml"
     p.write_text(textwrap.dedent(text))
     return p
-
-
-def mptlab(*args):
-    return subprocess.run([*MPTLAB, *map(str, args)], capture_output=True, text=True)
 
 
 @pytest.fixture
@@ -48,7 +41,7 @@ rules:
 """
 
 
-def test_identical_campaigns_pass(campaigns, tmp_path):
+def test_identical_campaigns_pass(campaigns, tmp_path, mptlab):
     base, cur = campaigns
     p = mptlab("compare", base, cur, "--rules", rules_file(tmp_path, TOLERANCE_ONLY), "--no-pcap")
     assert p.returncode == 0, p.stdout + p.stderr
@@ -67,7 +60,7 @@ def _scale_goodput(campaign: Path, variant: str, factor: float) -> None:
         run_json.write_text(run_json.read_text())  # a changed run: re-ingested
 
 
-def test_an_injected_regression_fails_and_names_the_metric(campaigns, tmp_path):
+def test_an_injected_regression_fails_and_names_the_metric(campaigns, tmp_path, mptlab):
     base, cur = campaigns
     _scale_goodput(cur, "scheduler=blest", 0.7)
     p = mptlab("compare", base, cur, "--rules", rules_file(tmp_path, TOLERANCE_ONLY), "--no-pcap")
@@ -81,7 +74,7 @@ def test_an_injected_regression_fails_and_names_the_metric(campaigns, tmp_path):
     assert p.returncode == 0, p.stdout
 
 
-def test_a_failed_run_lowers_ok_rate(campaigns, tmp_path):
+def test_a_failed_run_lowers_ok_rate(campaigns, tmp_path, mptlab):
     base, cur = campaigns
     rj = cur / "runs" / "tcp-wlan" / "rep-001" / "run.json"
     info = json.loads(rj.read_text())
@@ -95,7 +88,7 @@ def test_a_failed_run_lowers_ok_rate(campaigns, tmp_path):
     )
 
 
-def test_a_vanished_variant_is_missing(campaigns, tmp_path):
+def test_a_vanished_variant_is_missing(campaigns, tmp_path, mptlab):
     base, cur = campaigns
     shutil.rmtree(cur / "runs" / "scheduler=minrtt")
     p = mptlab("compare", base, cur, "--rules", rules_file(tmp_path, TOLERANCE_ONLY), "--no-pcap")
@@ -126,18 +119,36 @@ def test_significance_decides_beyond_the_tolerance():
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("rules:\n  - metric: goodput_mbps\n    better: up\n", "rules.yaml:3: rules[0].better: 'up' is not allowed; allowed: higher, lower"),
+        (
+            "rules:\n  - metric: goodput_mbps\n    better: up\n",
+            "rules.yaml:3: rules[0].better: 'up' is not allowed; allowed: higher, lower",
+        ),
         ("rules:\n  - metric: goodput_mbps\n", "rules.yaml:2: rules[0].better: missing"),
-        ("rules:\n  - metric: g\n    better: lower\n    tolerance: -1\n", "rules.yaml:4: rules[0].tolerance: -1 is out of range; allowed: >= 0"),
-        ("rules:\n  - metric: g\n    better: lower\n    alpha: 2\n", "rules.yaml:4: rules[0].alpha: 2 is out of range; allowed: strictly between 0 and 1 or null"),
-        ("rules:\n  - metric: g\n    better: lower\n    toleranse: 0.1\n", "rules.yaml:4: rules[0].toleranse: unknown field; allowed: alpha, better, metric"),
-        ("rules:\n  - metric: g\n    better: lower\n    stat: mode\n", "rules.yaml:4: rules[0].stat: 'mode' is not allowed; allowed: mean, median"),
-        ("defaults:\n  alpha: 0.5\n  colour: red\nrules: []\n", "rules.yaml:3: defaults.colour: unknown field; allowed: alpha, stat, tolerance"),
+        (
+            "rules:\n  - metric: g\n    better: lower\n    tolerance: -1\n",
+            "rules.yaml:4: rules[0].tolerance: -1 is out of range; allowed: >= 0",
+        ),
+        (
+            "rules:\n  - metric: g\n    better: lower\n    alpha: 2\n",
+            "rules.yaml:4: rules[0].alpha: 2 is out of range; allowed: strictly between 0 and 1 or null",
+        ),
+        (
+            "rules:\n  - metric: g\n    better: lower\n    toleranse: 0.1\n",
+            "rules.yaml:4: rules[0].toleranse: unknown field; allowed: alpha, better, metric",
+        ),
+        (
+            "rules:\n  - metric: g\n    better: lower\n    stat: mode\n",
+            "rules.yaml:4: rules[0].stat: 'mode' is not allowed; allowed: mean, median",
+        ),
+        (
+            "defaults:\n  alpha: 0.5\n  colour: red\nrules: []\n",
+            "rules.yaml:3: defaults.colour: unknown field; allowed: alpha, stat, tolerance",
+        ),
         ("rules: []\n", "rules.yaml:1: rules: expected a non-empty list"),
         ("rulez:\n  - {}\n", "rules.yaml:1: rulez: unknown field; allowed: defaults, rules"),
         ("rules:\n  - metric: g\n    better: [higher\n", "rules.yaml:4: invalid YAML"),
     ],
-)  # fmt: skip
+)
 def test_bad_rules_name_file_line_field_and_what_is_allowed(tmp_path, text, message):
     path = rules_file(tmp_path, text)
     with pytest.raises(compare.RulesError) as exc:
@@ -147,7 +158,7 @@ def test_bad_rules_name_file_line_field_and_what_is_allowed(tmp_path, text, mess
     )
 
 
-def test_bad_rules_exit_2_from_the_command(campaigns, tmp_path):
+def test_bad_rules_exit_2_from_the_command(campaigns, tmp_path, mptlab):
     base, cur = campaigns
     p = mptlab(
         "compare",

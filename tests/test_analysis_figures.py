@@ -15,10 +15,18 @@ def runs():
     for sched in ("minrtt", "blest"):
         for pages in ("small", "large"):
             for _rep in range(4):
-                rows.append({"variant": f"scheduler={sched},pages={pages}", "kernel_scheduler": sched,
-                             "workload_pages": pages, "status": "ok", "attempt": "current",
-                             "plt_s": rng.normal(2 if pages == "small" else 5, 0.2),
-                             "path1_share": 0.4, "path2_share": 0.6})  # fmt: skip
+                rows.append(
+                    {
+                        "variant": f"scheduler={sched},pages={pages}",
+                        "kernel_scheduler": sched,
+                        "workload_pages": pages,
+                        "status": "ok",
+                        "attempt": "current",
+                        "plt_s": rng.normal(2 if pages == "small" else 5, 0.2),
+                        "path1_share": 0.4,
+                        "path2_share": 0.6,
+                    }
+                )
     rows.append({**rows[0], "status": "failed", "plt_s": 99.0})
     return pd.DataFrame(rows)
 

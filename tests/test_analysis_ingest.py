@@ -5,8 +5,6 @@ and a run with packet captures), incremental re-ingest, DuckDB queries."""
 import json
 import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -184,26 +182,21 @@ def test_duckdb_query_over_the_tables(results):
     assert len(joined) >= 3
 
 
-def test_mptlab_query_command(results):
-    p = subprocess.run(
-        [sys.executable, "-m", "mptlab.cli", "query", "-d", str(results), "--no-pcap", "--format", "csv",
-         "SELECT run_id, status FROM runs WHERE status <> 'ok' ORDER BY run_id"],
-        capture_output=True, text=True,
-    )  # fmt: skip
+def test_mptlab_query_command(results, mptlab):
+    sql = "SELECT run_id, status FROM runs WHERE status <> 'ok' ORDER BY run_id"
+    p = mptlab("query", "-d", results, "--no-pcap", "--format", "csv", sql)
     assert p.returncode == 0, p.stderr
     lines = p.stdout.strip().splitlines()
     assert lines[0] == "run_id,status" and len(lines) == 3
     assert all("fixture-fail" in line for line in lines[1:])
-    bad = subprocess.run([sys.executable, "-m", "mptlab.cli", "query", "-d", str(results),
-                          "SELECT nope FROM runs"], capture_output=True, text=True)  # fmt: skip
+    bad = mptlab("query", "-d", results, "SELECT nope FROM runs")
     assert bad.returncode == 2 and "nope" in bad.stderr
 
 
-def test_missing_dir_is_a_clear_error(tmp_path):
+def test_missing_dir_is_a_clear_error(tmp_path, mptlab):
     with pytest.raises(ingest.IngestError, match="no such directory"):
         ingest.ingest(tmp_path / "nope")
-    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "ingest", str(tmp_path / "nope")],
-                       capture_output=True, text=True)  # fmt: skip
+    p = mptlab("ingest", tmp_path / "nope")
     assert p.returncode == 2 and "no such directory" in p.stderr
 
 

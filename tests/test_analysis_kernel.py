@@ -1,8 +1,6 @@
 """Analysis of a fresh campaign on the real kernel: ingest of its run dirs and
 its packet captures checked against the kernel's counters."""
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,10 +14,9 @@ CAMPAIGN = Path(__file__).parent / "data" / "analysis" / "pcap-campaign.yaml"
 
 
 @pytest.fixture(scope="module")
-def campaign(tmp_path_factory):
+def campaign(tmp_path_factory, mptlab):
     out = tmp_path_factory.mktemp("pcap")
-    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "run", str(CAMPAIGN), "--jobs", "2",
-                        "--out", str(out), "--quiet"], capture_output=True, text=True, timeout=900)  # fmt: skip
+    p = mptlab("run", CAMPAIGN, "--jobs", 2, "--out", out, "--quiet", timeout=900)
     assert p.returncode == 0, p.stdout + p.stderr
     return out / "pcap-check"
 
@@ -45,17 +42,16 @@ def test_captures_agree_with_the_kernel_counters(campaign):
         assert_agreement(pcap.kernel_agreement(run_dir))
 
 
-def test_nightly_makes_a_baseline_then_compares_and_keeps_a_history(tmp_path):
+def test_nightly_makes_a_baseline_then_compares_and_keeps_a_history(tmp_path, mptlab):
     import json
 
     root = tmp_path / "nightly"
-    cmd = [sys.executable, "-m", "mptlab.cli", "nightly", "pcap-check", "--file", str(CAMPAIGN),
-           "--root", str(root), "--jobs", "2"]  # fmt: skip
-    first = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    night = ("nightly", "pcap-check", "--file", CAMPAIGN, "--root", root, "--jobs", 2)
+    first = mptlab(*night, timeout=900)
     assert first.returncode == 0, first.stdout + first.stderr
     assert "is now the baseline" in first.stdout
     baseline = (root / "baseline").read_text().strip()
-    second = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    second = mptlab(*night, timeout=900)
     assert second.returncode in (0, 1), second.stdout + second.stderr
     history = [json.loads(line) for line in (root / "history.jsonl").read_text().splitlines()]
     assert [h["verdict"] for h in history][0] == "baseline"
@@ -67,8 +63,6 @@ def test_nightly_makes_a_baseline_then_compares_and_keeps_a_history(tmp_path):
         and (night / "report.html").stat().st_size > 10_000
     )
     # accepting the second night makes it the baseline
-    acc = subprocess.run(
-        [*cmd[:4], "--root", str(root), "--accept"], capture_output=True, text=True
-    )
+    acc = mptlab("nightly", "--root", root, "--accept")
     assert acc.returncode == 0, acc.stderr
     assert (root / "baseline").read_text().strip() == history[1]["campaign"]

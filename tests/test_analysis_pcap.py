@@ -51,8 +51,21 @@ def packet(
 ) -> bytes:
     opts = b"\x01\x01" + opts  # NOP NOP first, as Linux does
     opts += b"\x00" * (-len(opts) % 4)
-    tcp = struct.pack(">HHIIBBHHH", sport, dport, seq & 0xFFFFFFFF, ack & 0xFFFFFFFF,
-                      (5 + len(opts) // 4) << 4, flags, 500, 0, 0) + opts  # fmt: skip
+    tcp = (
+        struct.pack(
+            ">HHIIBBHHH",
+            sport,
+            dport,
+            seq & 0xFFFFFFFF,
+            ack & 0xFFFFFFFF,
+            (5 + len(opts) // 4) << 4,
+            flags,
+            500,
+            0,
+            0,
+        )
+        + opts
+    )
     total = 20 + len(tcp) + payload
     iph = struct.pack(">BBHHHBBH4s4s", 0x45, 0, total, 1, 0x4000, 64, 6, 0, ip(src), ip(dst))
     eth = b"\x02" * 6 + b"\x04" * 6 + (b"\x81\x00\x00\x05" if vlan else b"") + b"\x08\x00"
@@ -87,8 +100,13 @@ def write_pcapng(path: Path, pkts: list[tuple[float, bytes]]) -> Path:
     )
     for t, frame in pkts:
         ticks = round(t * 1e9)
-        out.append(block(6, struct.pack("<IIIII", 0, ticks >> 32, ticks & 0xFFFFFFFF, len(frame), len(frame))
-                         + frame))  # fmt: skip
+        out.append(
+            block(
+                6,
+                struct.pack("<IIIII", 0, ticks >> 32, ticks & 0xFFFFFFFF, len(frame), len(frame))
+                + frame,
+            )
+        )
     path.write_bytes(b"".join(out))
     return path
 
@@ -124,10 +142,13 @@ def test_decodes_tcp_and_dss_fields(tmp_path):
                 dss(dsn=77, ssn=1411, dlen=100, dsn64=False),
                 vlan=True,
             ),
-        ),  # fmt: skip
+        ),
     ]
-    for f in (write_pcap(tmp_path / "a.pcap", pkts), write_pcap(tmp_path / "b.pcap", pkts, nano=True, big=True),
-              write_pcapng(tmp_path / "c.pcapng", pkts)):  # fmt: skip
+    for f in (
+        write_pcap(tmp_path / "a.pcap", pkts),
+        write_pcap(tmp_path / "b.pcap", pkts, nano=True, big=True),
+        write_pcapng(tmp_path / "c.pcapng", pkts),
+    ):
         pk = pcap.read(f)
         assert len(pk) == 3 and pk.total == 3 and pk.skipped == 0
         assert pk.ts.tolist() == pytest.approx([1.5, 1.75, 2.0], abs=1e-6)

@@ -6,7 +6,6 @@ places the DOM puts them, and not an error page."""
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,12 +21,11 @@ BAD_RED = (0xB4, 0x23, 0x18)  # failed status text
 
 
 @pytest.fixture(scope="module")
-def report(tmp_path_factory):
+def report(tmp_path_factory, mptlab):
     results = tmp_path_factory.mktemp("r") / "results"
     shutil.copytree(DATA, results)
     out = results / "report.html"
-    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "report", str(results), "--out", str(out),
-                        "--metric", "goodput_mbps"], capture_output=True, text=True)  # fmt: skip
+    p = mptlab("report", results, "--out", out, "--metric", "goodput_mbps")
     assert p.returncode == 0, p.stderr
     return out
 
@@ -38,9 +36,19 @@ def chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
             "chromium is not installed (scripts/install-deps.sh installs Debian's chromium)"
         )
     profile = tmp / "profile"
-    cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-           "--disable-background-networking", "--disable-component-update", "--disable-sync",
-           f"--user-data-dir={profile}", *args]  # fmt: skip
+    cmd = [
+        CHROMIUM,
+        "--headless",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-quic",
+        "--no-first-run",
+        "--disable-background-networking",
+        "--disable-component-update",
+        "--disable-sync",
+        f"--user-data-dir={profile}",
+        *args,
+    ]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
 
 
@@ -52,8 +60,16 @@ def test_the_report_is_self_contained_and_lists_everything(report):
     text = report.read_text()
     assert "src='http" not in text and 'src="http' not in text and "<script" not in text
     assert text.count("data:image/png;base64,") >= 4  # bar, box, CDF, path share, time series
-    for want in ("Summary statistics", "Runs not ok", "Provenance", "fixture-fail/scheduler=blest/rep-000",
-                 "killed after", "superseded", "kernel patches", "guest-provenance" if False else "iperf3"):  # fmt: skip
+    for want in (
+        "Summary statistics",
+        "Runs not ok",
+        "Provenance",
+        "fixture-fail/scheduler=blest/rep-000",
+        "killed after",
+        "superseded",
+        "kernel patches",
+        "guest-provenance" if False else "iperf3",
+    ):
         assert want in text, want
     assert "n=2" in text or ">2<" in text
     assert (report.parent / "figures" / "bar-goodput_mbps.pdf").stat().st_size > 1000

@@ -109,12 +109,14 @@ def test_repetitions_needed_for_a_relative_effect_uses_the_coefficient_of_variat
 
 
 def test_summarize_uses_ok_current_runs_and_reports_n():
-    runs = pd.DataFrame({
-        "variant": ["a", "a", "a", "b", "b", "b"],
-        "status": ["ok", "ok", "failed", "ok", "ok", "ok"],
-        "attempt": ["current", "current", "current", "current", "current", "superseded"],
-        "goodput_mbps": [1.0, 3.0, 100.0, 5.0, 7.0, 100.0],
-    })  # fmt: skip
+    runs = pd.DataFrame(
+        {
+            "variant": ["a", "a", "a", "b", "b", "b"],
+            "status": ["ok", "ok", "failed", "ok", "ok", "ok"],
+            "attempt": ["current", "current", "current", "current", "current", "superseded"],
+            "goodput_mbps": [1.0, 3.0, 100.0, 5.0, 7.0, 100.0],
+        }
+    )
     s = stats.summarize(runs, ["goodput_mbps"]).set_index("variant")
     assert s.loc["a", "n"] == 2 and s.loc["a", "mean"] == 2.0
     assert s.loc["b", "n"] == 2 and s.loc["b", "mean"] == 6.0

@@ -5,7 +5,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import textwrap
 import time
 
@@ -13,7 +12,6 @@ import pytest
 
 pytestmark = pytest.mark.kernel
 
-MPTLAB = [sys.executable, "-m", "mptlab.cli"]
 
 CAMPAIGN = """\
 experiments:
@@ -37,15 +35,11 @@ def write_campaign(tmp_path, workload="bytes: 4MiB", reps=2, timeout="120s", ext
     return path
 
 
-def mptlab(*args, **kwargs):
-    return subprocess.run([*MPTLAB, *args], capture_output=True, text=True, **kwargs)
-
-
 def kernel_release(kernel) -> str:
     return json.loads(kernel.build_info.read_text())["kernel_release"]
 
 
-def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path, kernel):
+def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path, kernel, mptlab):
     camp = write_campaign(tmp_path)
     out = tmp_path / "out"
     p = mptlab("run", str(camp), "--jobs", "2", "--out", str(out))
@@ -86,7 +80,7 @@ def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path, kerne
     assert spec["seed"] != json.loads((runs[0] / "spec.json").read_text())["seed"]
 
 
-def test_a_hung_run_is_killed_and_reported_while_the_others_finish(tmp_path):
+def test_a_hung_run_is_killed_and_reported_while_the_others_finish(tmp_path, mptlab):
     # the "hung" variant would run 10 minutes but may take 2 s (+ the boot margin)
     camp = write_campaign(
         tmp_path,
@@ -110,12 +104,12 @@ def test_a_hung_run_is_killed_and_reported_while_the_others_finish(tmp_path):
     assert not subprocess.run(["pgrep", "-f", str(runs / "hung")], capture_output=True).stdout
 
 
-def test_a_killed_campaign_resumes_without_redoing_finished_runs(tmp_path):
+def test_a_killed_campaign_resumes_without_redoing_finished_runs(tmp_path, mptlab):
     camp = write_campaign(tmp_path, workload="bytes: 2MiB", reps=4)
     out = tmp_path / "out"
     runs = out / "e2e" / "runs" / "base"
     proc = subprocess.Popen(
-        [*MPTLAB, "run", str(camp), "--jobs", "1", "--out", str(out)],
+        [*mptlab.argv, "run", str(camp), "--jobs", "1", "--out", str(out)],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,

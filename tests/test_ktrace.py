@@ -25,7 +25,7 @@ def test_ofo_changes_are_split_off_with_wall_clock_times():
         "          <idle>-0       [000] ..s1.   100.250000: mptcp_ofo_queue: token=0badf00d ofo_bytes=2840 ofo_segs=2",
         "  iperf3-57 [000] .....   101.000000: mptcp_conn_stats: token=0badf00d scheduler=default bytes_sent=1",
         "",
-    ]  # fmt: skip
+    ]
     rows, other = tracepoints.split_ofo(lines, offset=1_700_000_000.0)
     assert rows == ["1700000100.250000,0badf00d,2840,2\n"]
     assert other == [lines[1] + "\n"]

@@ -6,8 +6,6 @@ kernel; the bottleneck profiles here are set per test.
 
 import json
 import math
-import subprocess
-import sys
 
 import pytest
 
@@ -91,7 +89,7 @@ RESULT["ping"] = out
     assert abs(lost - mean) <= 4 * sd, (lost, mean, sd)  # 4 sigma: flaky once in ~16000 runs
 
 
-def test_a_rate_drop_at_a_given_time_changes_the_goodput(tmp_path):
+def test_a_rate_drop_at_a_given_time_changes_the_goodput(tmp_path, mptlab):
     camp = tmp_path / "drop.yaml"
     camp.write_text(
         "profiles:\n"
@@ -106,8 +104,7 @@ def test_a_rate_drop_at_a_given_time_changes_the_goodput(tmp_path):
         "      - {at: 4s, link: path1, set: {rate: 4mbit}}\n"
     )
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "run", str(camp), "--out", str(out)],
-                       capture_output=True, text=True)  # fmt: skip
+    p = mptlab("run", camp, "--out", out)
     assert p.returncode == 0, p.stdout + p.stderr
     result = json.loads((out / "drop" / "runs" / "base" / "rep-000" / "result.json").read_text())
     assert "event0" in result["marks"]

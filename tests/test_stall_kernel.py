@@ -71,8 +71,10 @@ def test_a_blackholed_transfer_ends_stalled_and_a_fine_one_ok(kernel, tmp_path):
     assert "MPTcpExt" in snap["nstat"]["counters"]["client"]
     assert "ESTAB" in snap["ss"]["server"]
     assert result["metrics"]["bytes_received"] > 0  # iperf3's partial report
-    print(f"\nstalled: {info['reason']}\n  after {after_start:.1f} s; run {info['seconds']:.1f} s; "
-          f"watchdog {wd['polls']} polls, {wd['cpu_s']:.3f} s CPU")  # fmt: skip
+    print(
+        f"\nstalled: {info['reason']}\n  after {after_start:.1f} s; run {info['seconds']:.1f} s; "
+        f"watchdog {wd['polls']} polls, {wd['cpu_s']:.3f} s CPU"
+    )
 
     # -- counters in both runs
     fine = json.loads((out / "runs" / "fine" / "rep-000" / "result.json").read_text())

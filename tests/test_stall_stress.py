@@ -16,8 +16,6 @@ by the watchdog as ``stalled`` within its ``stall_timeout``.
 """
 
 import json
-import subprocess
-import sys
 
 import pytest
 
@@ -45,15 +43,11 @@ experiments:
 OLD_PRESSURE_PAGES = 3757
 
 
-def test_no_run_stalls_in_24_short_blest_3g_wlan_transfers(tmp_path):
+def test_no_run_stalls_in_24_short_blest_3g_wlan_transfers(tmp_path, mptlab):
     camp = tmp_path / "stress.yaml"
     camp.write_text(CAMPAIGN)
     out = tmp_path / "out"
-    p = subprocess.run(
-        [sys.executable, "-m", "mptlab.cli", "run", str(camp), "--jobs", "2",
-         "--out", str(out)],
-        capture_output=True, text=True, timeout=1500,
-    )  # fmt: skip
+    p = mptlab("run", camp, "--jobs", 2, "--out", out, timeout=1500)
     runs = sorted((out / "stress" / "runs").glob("*/rep-*[0-9]"))
     assert len(runs) == len(SCHEDULERS) * REPS, p.stdout + p.stderr
     outcomes, peaks, pruned = {}, [], 0

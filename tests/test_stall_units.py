@@ -85,8 +85,16 @@ def test_reader_reads_this_namespace_without_a_process():
 
 # --------------------------------------------------------------- detector
 def mconn(host="server", una=0, write=0, **kw):
-    fields = {"saddr": "10.0.2.2", "sport": 5201, "daddr": "10.0.0.1", "dport": 40000,
-              "token": 7, "snd_una": una, "write_seq": write, **kw}  # fmt: skip
+    fields = {
+        "saddr": "10.0.2.2",
+        "sport": 5201,
+        "daddr": "10.0.0.1",
+        "dport": 40000,
+        "token": 7,
+        "snd_una": una,
+        "write_seq": write,
+        **kw,
+    }
     return stall.connections(host, [fields], [])[0]
 
 
@@ -122,37 +130,124 @@ def test_a_connection_seen_late_starts_its_clock_when_seen_and_one_that_left_is_
 
 def test_which_sockets_are_judged():
     subflows = [
-        {"saddr": "10.0.2.2", "sport": 5201, "daddr": "10.0.0.1", "dport": 40000, "token_loc": 7,
-         "unacked": 9, "notsent_bytes": 0, "bytes_acked": 1},  # subflow of a working MPTCP connection
-        {"saddr": "10.0.2.2", "sport": 5202, "daddr": "10.0.0.1", "dport": 40001, "token_loc": 8,
-         "unacked": 4, "notsent_bytes": 0, "bytes_acked": 50},  # subflow of a fallen-back one
-        {"saddr": "10.0.2.2", "sport": 9000, "daddr": "10.0.0.1", "dport": 40002, "token_loc": "",
-         "unacked": 0, "notsent_bytes": 10, "bytes_acked": 7},  # plain TCP
-    ]  # fmt: skip
+        {
+            "saddr": "10.0.2.2",
+            "sport": 5201,
+            "daddr": "10.0.0.1",
+            "dport": 40000,
+            "token_loc": 7,
+            "unacked": 9,
+            "notsent_bytes": 0,
+            "bytes_acked": 1,
+        },  # subflow of a working MPTCP connection
+        {
+            "saddr": "10.0.2.2",
+            "sport": 5202,
+            "daddr": "10.0.0.1",
+            "dport": 40001,
+            "token_loc": 8,
+            "unacked": 4,
+            "notsent_bytes": 0,
+            "bytes_acked": 50,
+        },  # subflow of a fallen-back one
+        {
+            "saddr": "10.0.2.2",
+            "sport": 9000,
+            "daddr": "10.0.0.1",
+            "dport": 40002,
+            "token_loc": "",
+            "unacked": 0,
+            "notsent_bytes": 10,
+            "bytes_acked": 7,
+        },  # plain TCP
+    ]
     mptcp = [
-        {"saddr": "10.0.2.2", "sport": 5201, "daddr": "10.0.0.1", "dport": 40000, "token": 7,
-         "snd_una": 5, "write_seq": 5, "fallback": False},
-        {"saddr": "10.0.2.2", "sport": 5202, "daddr": "10.0.0.1", "dport": 40001, "token": 8,
-         "snd_una": 9, "write_seq": 9, "fallback": True},
-    ]  # fmt: skip
+        {
+            "saddr": "10.0.2.2",
+            "sport": 5201,
+            "daddr": "10.0.0.1",
+            "dport": 40000,
+            "token": 7,
+            "snd_una": 5,
+            "write_seq": 5,
+            "fallback": False,
+        },
+        {
+            "saddr": "10.0.2.2",
+            "sport": 5202,
+            "daddr": "10.0.0.1",
+            "dport": 40001,
+            "token": 8,
+            "snd_una": 9,
+            "write_seq": 9,
+            "fallback": True,
+        },
+    ]
     conns = stall.connections("server", mptcp, subflows)
     kinds = sorted((c.kind, c.fields["sport"], c.outstanding, c.level) for c in conns)
     assert kinds == [("mptcp", 5201, False, 5), ("tcp", 5202, True, 50), ("tcp", 9000, True, 7)]
 
 
 def test_the_reason_says_direction_duration_outstanding_ofo_and_subflows():
-    server = [{"saddr": "10.0.2.2", "sport": 5201, "daddr": "10.0.0.1", "dport": 40000,
-               "token": 7, "snd_una": 1000, "write_seq": 4_301_000, "bytes_acked": 49_005_808}]  # fmt: skip
-    client = [{"saddr": "10.0.0.1", "sport": 40000, "daddr": "10.0.2.2", "dport": 5201,
-               "token": 9, "ofo_bytes": 4_300_000, "ofo_segs": 2950, "ofo_bytes_max": 4_400_000}]  # fmt: skip
-    subflows = {"server": [
-        {"saddr": "10.0.2.2", "sport": 5201, "daddr": "10.0.0.1", "dport": 40000, "state": 1,
-         "token_loc": 7, "cwnd": 1, "unacked": 12, "lost": 12, "rto": 3_200_000, "srtt_us": 40_000,
-         "total_retrans": 30, "notsent_bytes": 0},
-        {"saddr": "10.0.5.2", "sport": 5201, "daddr": "10.0.3.1", "dport": 40010, "state": 1,
-         "token_loc": 7, "cwnd": 10, "unacked": 0, "lost": 0, "rto": 204_000, "srtt_us": 26_000,
-         "total_retrans": 1, "notsent_bytes": 0},
-    ], "client": []}  # fmt: skip
+    server = [
+        {
+            "saddr": "10.0.2.2",
+            "sport": 5201,
+            "daddr": "10.0.0.1",
+            "dport": 40000,
+            "token": 7,
+            "snd_una": 1000,
+            "write_seq": 4_301_000,
+            "bytes_acked": 49_005_808,
+        }
+    ]
+    client = [
+        {
+            "saddr": "10.0.0.1",
+            "sport": 40000,
+            "daddr": "10.0.2.2",
+            "dport": 5201,
+            "token": 9,
+            "ofo_bytes": 4_300_000,
+            "ofo_segs": 2950,
+            "ofo_bytes_max": 4_400_000,
+        }
+    ]
+    subflows = {
+        "server": [
+            {
+                "saddr": "10.0.2.2",
+                "sport": 5201,
+                "daddr": "10.0.0.1",
+                "dport": 40000,
+                "state": 1,
+                "token_loc": 7,
+                "cwnd": 1,
+                "unacked": 12,
+                "lost": 12,
+                "rto": 3_200_000,
+                "srtt_us": 40_000,
+                "total_retrans": 30,
+                "notsent_bytes": 0,
+            },
+            {
+                "saddr": "10.0.5.2",
+                "sport": 5201,
+                "daddr": "10.0.3.1",
+                "dport": 40010,
+                "state": 1,
+                "token_loc": 7,
+                "cwnd": 10,
+                "unacked": 0,
+                "lost": 0,
+                "rto": 204_000,
+                "srtt_us": 26_000,
+                "total_retrans": 1,
+                "notsent_bytes": 0,
+            },
+        ],
+        "client": [],
+    }
     d = stall.Detector(8.0)
     conns = stall.connections("server", server, subflows["server"])
     d.update(0.0, conns)
@@ -228,12 +323,18 @@ def test_stall_timeout_setting(tmp_path):
 
 # ------------------------------------------------------ tool errors in words
 def iperf3_report(error=None, end=True):
-    rep = {"start": {}, "intervals": [
-        {"sum": {"start": i * 0.1, "end": (i + 1) * 0.1, "seconds": 0.1, "bytes": 100_000}}
-        for i in range(30)]}  # fmt: skip
+    rep = {
+        "start": {},
+        "intervals": [
+            {"sum": {"start": i * 0.1, "end": (i + 1) * 0.1, "seconds": 0.1, "bytes": 100_000}}
+            for i in range(30)
+        ],
+    }
     if end:
-        rep["end"] = {"sum_received": {"bytes": 3_000_000, "seconds": 3.0, "bits_per_second": 8e6},
-                      "sum_sent": {"bytes": 3_100_000, "retransmits": 4}}  # fmt: skip
+        rep["end"] = {
+            "sum_received": {"bytes": 3_000_000, "seconds": 3.0, "bits_per_second": 8e6},
+            "sum_sent": {"bytes": 3_100_000, "retransmits": 4},
+        }
     if error:
         rep["error"] = error
     return rep
@@ -346,8 +447,13 @@ def test_stalled_runs_are_not_ok_counted_by_name_and_retried_with_retry_failed(t
     from mptlab.campaign.kernel import KernelBuild
     from mptlab.campaign.runner import Campaign, CampaignReport, Outcome
 
-    rep = CampaignReport([Outcome("a/rep-000", "ok"), Outcome("a/rep-001", "stalled", "frozen"),
-                          Outcome("a/rep-002", "failed", "iperf3: ...")])  # fmt: skip
+    rep = CampaignReport(
+        [
+            Outcome("a/rep-000", "ok"),
+            Outcome("a/rep-001", "stalled", "frozen"),
+            Outcome("a/rep-002", "failed", "iperf3: ..."),
+        ]
+    )
     assert [o.run_id for o in rep.failed] == ["a/rep-001", "a/rep-002"]
     assert rep.breakdown() == "1 failed, 1 stalled"
     camp = tmp_path / "c.yaml"
@@ -381,15 +487,24 @@ def stalled_campaign(tmp_path) -> Path:
     counters = {"TcpExt": {"TCPOFOQueue": 10, "OfoPruned": 0}, "MPTcpExt": {"OFOQueue": 3}}
     end = {"TcpExt": {"TCPOFOQueue": 250, "OfoPruned": 4}, "MPTcpExt": {"OFOQueue": 3}}
     result.update(
-        status="stalled", reason=info["reason"],
+        status="stalled",
+        reason=info["reason"],
         stall={"frozen_s": 8.2, "after_s": 11.0, "host": "server", "bytes_acked": 7},
         watchdog={"stall_timeout_s": 8.0, "setting": "config"},
         nstat={"client": {"start": counters, "end": end, "delta": nstat.delta(counters, end)}},
-        memory={"start": {"meminfo_kb": {"MemAvailable": 9000}, "tcp_mem_pages": [1, 2, 3],
-                          "sockstat": {"client": {"TCP": {"inuse": 2, "mem": 5}}}},
-                "end": {"meminfo_kb": {"MemAvailable": 8000}, "tcp_mem_pages": [1, 2, 3],
-                        "sockstat": {"client": {"TCP": {"inuse": 1, "mem": 900}}}}},
-    )  # fmt: skip
+        memory={
+            "start": {
+                "meminfo_kb": {"MemAvailable": 9000},
+                "tcp_mem_pages": [1, 2, 3],
+                "sockstat": {"client": {"TCP": {"inuse": 2, "mem": 5}}},
+            },
+            "end": {
+                "meminfo_kb": {"MemAvailable": 8000},
+                "tcp_mem_pages": [1, 2, 3],
+                "sockstat": {"client": {"TCP": {"inuse": 1, "mem": 900}}},
+            },
+        },
+    )
     (run / "result.json").write_text(json.dumps(result))
     return camp
 
@@ -406,21 +521,24 @@ def test_ingest_keeps_stalled_runs_and_the_nstat_counters_in_long_form(tmp_path)
     assert "fixture/scheduler=blest/rep-001" not in set(stats.ok_runs(runs.reset_index())["run_id"])
     assert "stall_frozen_s" not in stats.metric_columns(runs.reset_index())
     con = ingest.connect(camp)
-    got = dict(con.execute(
-        "SELECT name, delta FROM nstat WHERE host = 'client' AND kind = 'counter'").fetchall())  # fmt: skip
+    got = dict(
+        con.execute(
+            "SELECT name, delta FROM nstat WHERE host = 'client' AND kind = 'counter'"
+        ).fetchall()
+    )
     assert got == {"TcpExtTCPOFOQueue": 240, "TcpExtOfoPruned": 4, "MPTcpExtOFOQueue": 0}
-    mem = con.execute("SELECT host, mib, counter, start, \"end\" FROM nstat WHERE kind = 'gauge' "
-                      "ORDER BY 1, 2, 3").fetchall()  # fmt: skip
+    mem = con.execute(
+        "SELECT host, mib, counter, start, \"end\" FROM nstat WHERE kind = 'gauge' ORDER BY 1, 2, 3"
+    ).fetchall()
     assert ("client", "sockstat_TCP", "mem", 5, 900) in mem
     assert ("guest", "meminfo", "MemAvailable_kB", 9000, 8000) in mem
 
 
-def test_stats_and_report_list_stalled_runs_by_name(tmp_path):
+def test_stats_and_report_list_stalled_runs_by_name(tmp_path, mptlab):
     from mptlab.analysis import report
 
     camp = stalled_campaign(tmp_path)
-    p = subprocess.run([sys.executable, "-m", "mptlab.cli", "stats", str(camp), "--no-pcap",
-                        "--metric", "goodput_mbps"], capture_output=True, text=True)  # fmt: skip
+    p = mptlab("stats", camp, "--no-pcap", "--metric", "goodput_mbps")
     assert p.returncode == 0, p.stderr
     assert "not ok: 1 stalled" in p.stdout
     assert (

@@ -62,7 +62,10 @@ def second_path_samples(result: dict, port: int | None = None) -> int:
 
 
 def test_cbr_delay_is_the_link_delay_on_an_idle_link(kernel, tmp_path):
-    res = run_campaign(kernel, tmp_path, """\
+    res = run_campaign(
+        kernel,
+        tmp_path,
+        """\
         experiments:
           cbr:
             topology: two-path
@@ -73,7 +76,8 @@ def test_cbr_delay_is_the_link_delay_on_an_idle_link(kernel, tmp_path):
             variants:
               - {name: mptcp}
               - {name: tcp, kernel.mptcp: false}
-        """)  # fmt: skip
+        """,
+    )
     serialization_ms = 5120 * 8 / 20e6 * 1000
     for variant in ("mptcp", "tcp"):
         m = res[variant]["metrics"]
@@ -90,7 +94,10 @@ def test_cbr_delay_is_the_link_delay_on_an_idle_link(kernel, tmp_path):
 
 
 def test_blocks_and_live_video_arrive_after_the_link_delay(kernel, tmp_path):
-    res = run_campaign(kernel, tmp_path, """\
+    res = run_campaign(
+        kernel,
+        tmp_path,
+        """\
         experiments:
           frames:
             topology: two-path
@@ -101,7 +108,8 @@ def test_blocks_and_live_video_arrive_after_the_link_delay(kernel, tmp_path):
             variants:
               - {name: blocks}
               - {name: live, workload: {type: live, duration: 8s}}
-        """)  # fmt: skip
+        """,
+    )
     b = res["blocks"]["metrics"]
     assert b["blocks_received"] == b["blocks_sent"] == int(6 / (8192 * 8 / 1.875e6))
     assert b["delay_min_ms"] >= ONE_WAY_MS
@@ -116,7 +124,10 @@ def test_blocks_and_live_video_arrive_after_the_link_delay(kernel, tmp_path):
 
 
 def test_page_loads_take_at_least_the_transfer_time(kernel, tmp_path):
-    res = run_campaign(kernel, tmp_path, """\
+    res = run_campaign(
+        kernel,
+        tmp_path,
+        """\
         experiments:
           web:
             topology: two-path
@@ -128,7 +139,8 @@ def test_page_loads_take_at_least_the_transfer_time(kernel, tmp_path):
               workload.http: ["1.1", "2"]
             variants:
               - {name: mptcp-h1, kernel.mptcp: true}
-        """)  # fmt: skip
+        """,
+    )
     page = 1024 * 1024
     for variant, conns in (("http=1.1", 6), ("http=2", 1), ("mptcp-h1", 6)):
         m = res[variant]["metrics"]
@@ -147,7 +159,10 @@ def test_page_loads_take_at_least_the_transfer_time(kernel, tmp_path):
 
 
 def test_dash_player_adapts_to_the_link(kernel, tmp_path):
-    res = run_campaign(kernel, tmp_path, """\
+    res = run_campaign(
+        kernel,
+        tmp_path,
+        """\
         experiments:
           dash:
             topology: two-path
@@ -157,7 +172,8 @@ def test_dash_player_adapts_to_the_link(kernel, tmp_path):
             timeout: 120s
             matrix:
               paths: [[lab-2m-40ms, lab-2m-40ms], [lab-20m-40ms, lab-20m-40ms]]
-        """)  # fmt: skip
+        """,
+    )
     slow = res["paths=lab-2m-40ms+lab-2m-40ms"]["metrics"]
     fast = res["paths=lab-20m-40ms+lab-20m-40ms"]["metrics"]
     top = max(fast["ladder_mbps"])
@@ -172,7 +188,10 @@ def test_dash_player_adapts_to_the_link(kernel, tmp_path):
 
 
 def test_background_presets_produce_their_load(kernel, tmp_path):
-    res = run_campaign(kernel, tmp_path, """\
+    res = run_campaign(
+        kernel,
+        tmp_path,
+        """\
         experiments:
           bg:
             topology: two-path
@@ -186,7 +205,9 @@ def test_background_presets_produce_their_load(kernel, tmp_path):
                  background: [{preset: blest-wlan-wlan, tcp_flows: 3, udp_flows: 0, seed: 2}]}
               - {name: sbd, background: [{preset: sbd, tcp_flows: 1, udp_flows: 6, seed: 3}]}
               - {name: fec, background: [{preset: fec, tcp_flows: 1, udp_flows: 1, seed: 4}]}
-        """, jobs=1)  # fmt: skip
+        """,
+        jobs=1,
+    )
     for variant, result in res.items():
         pairs = result["background"]["pairs"]
         assert [p["pair"] for p in pairs] == [1, 2]

@@ -46,8 +46,11 @@ def test_negative_rates_are_clear_errors(tmp_path):
     with pytest.raises(SpecError, match=r"workload\.rate: rate must be positive"):
         campaign(tmp_path, "{type: cbr, rate: -1mbit}")
     with pytest.raises(SpecError, match=r"background\.0\.udp_rate: rate must be positive"):
-        campaign(tmp_path, "{type: idle, duration: 5s}",
-                 "      - {preset: blest-3g-wlan, tcp_flows: 1, udp_flows: 1, seed: 1, udp_rate: -100kbit}\n")  # fmt: skip
+        campaign(
+            tmp_path,
+            "{type: idle, duration: 5s}",
+            "      - {preset: blest-3g-wlan, tcp_flows: 1, udp_flows: 1, seed: 1, udp_rate: -100kbit}\n",
+        )
     with pytest.raises(ValidationError, match="rate must be positive"):
         Blocks(rate="-2mbit")
     with pytest.raises(ValidationError, match="rate must be positive"):
@@ -71,8 +74,11 @@ def test_background_entries_are_checked(tmp_path):
         Background(preset="fec", tcp_flows=1, udp_flows=1, seed=1, udp_pps=[900, 100])
     with pytest.raises(ValidationError, match="no flows"):
         Background(preset="fec", tcp_flows=0, udp_flows=0, seed=1)
-    ok = campaign(tmp_path, "{type: idle, duration: 5s}",
-                  "      - {preset: blest-wlan-wlan, tcp_flows: 2, udp_flows: 3, seed: 4}\n")  # fmt: skip
+    ok = campaign(
+        tmp_path,
+        "{type: idle, duration: 5s}",
+        "      - {preset: blest-wlan-wlan, tcp_flows: 2, udp_flows: 3, seed: 4}\n",
+    )
     assert ok.expand("t")[0].plan["hosts"].count("bgs1") == 1  # background hosts are built
 
 
@@ -128,16 +134,26 @@ def test_page_content_is_cached_by_prepare():
 
 
 def test_har_timings_give_page_completion():
-    har = {"log": {"entries": [
-        {"startedDateTime": "2026-01-01T00:00:00.000Z", "time": 120.5,
-         "timings": {"dns": 0.1, "connect": 40.2, "receive": 10.0},
-         "request": {"url": "http://10.0.3.2:8080/index.html"},
-         "response": {"status": 200, "content": {"size": 5000}}},
-        {"startedDateTime": "2026-01-01T00:00:00.121Z", "time": 200.25,
-         "timings": {"receive": 150.0},
-         "request": {"url": "http://10.0.3.2:8080/o/1.png"},
-         "response": {"status": 200, "content": {"size": 90000}}},
-    ]}}  # fmt: skip
+    har = {
+        "log": {
+            "entries": [
+                {
+                    "startedDateTime": "2026-01-01T00:00:00.000Z",
+                    "time": 120.5,
+                    "timings": {"dns": 0.1, "connect": 40.2, "receive": 10.0},
+                    "request": {"url": "http://10.0.3.2:8080/index.html"},
+                    "response": {"status": 200, "content": {"size": 5000}},
+                },
+                {
+                    "startedDateTime": "2026-01-01T00:00:00.121Z",
+                    "time": 200.25,
+                    "timings": {"receive": 150.0},
+                    "request": {"url": "http://10.0.3.2:8080/o/1.png"},
+                    "response": {"status": 200, "content": {"size": 90000}},
+                },
+            ]
+        }
+    }
     start, fetches = web.parse_har(har)
     m = web.load_metrics([(start, fetches)], 95000, 2)
     assert m["page_load_s"] == pytest.approx(0.121 + 0.20025)
@@ -240,8 +256,17 @@ def test_rtt_classes_are_few_and_add_only_the_missing_delay():
 
 
 def test_counter_payload_estimate():
-    before = {"rx_bytes": 0, "rx_packets": 0, "tx_bytes": 0, "tx_packets": 0, "udp_in": 0, "udp_out": 0,
-              "tcp_in": 0, "tcp_out": 0, "t": 0}  # fmt: skip
+    before = {
+        "rx_bytes": 0,
+        "rx_packets": 0,
+        "tx_bytes": 0,
+        "tx_packets": 0,
+        "udp_in": 0,
+        "udp_out": 0,
+        "tcp_in": 0,
+        "tcp_out": 0,
+        "t": 0,
+    }
     after = dict(before, rx_bytes=10 * (1000 + 42) + 5 * (1448 + 66), udp_in=10, tcp_in=5)
     assert background.payload_bytes(before, after, "rx") == (
         10 * 1000 + 5 * 1448,
@@ -266,8 +291,18 @@ class VirtualClock:
 
 def modelled_session(algo, link_mbps, segments=45, rtt=0.04, ladder=LADDER):
     """A session over a link of ``link_mbps(t)`` Mbit/s (fluid model, one RTT per request)."""
-    reps = [{"id": str(i), "bandwidth": k * 1000, "width": 1, "height": 1, "codecs": "avc1",
-             "init_size": 800, "sizes": [k * 1000 * 4 // 8] * segments} for i, k in enumerate(ladder)]  # fmt: skip
+    reps = [
+        {
+            "id": str(i),
+            "bandwidth": k * 1000,
+            "width": 1,
+            "height": 1,
+            "codecs": "avc1",
+            "init_size": 800,
+            "sizes": [k * 1000 * 4 // 8] * segments,
+        }
+        for i, k in enumerate(ladder)
+    ]
     text = media.mpd({"duration_s": 4 * segments, "segment_s": 4, "fps": 25}, reps).encode()
     clock = VirtualClock()
     rate = link_mbps if callable(link_mbps) else (lambda _t: link_mbps)
@@ -319,8 +354,18 @@ def test_sara_uses_the_segment_sizes_in_the_mpd():
     # same nominal bitrates, but the top representation's segments are tiny:
     # SARA (size-aware) takes it early, basic (nominal rates) never does
     ladder = [331, 1033, 4220]
-    reps = [{"id": str(i), "bandwidth": k * 1000, "width": 1, "height": 1, "codecs": "a", "init_size": 1,
-             "sizes": [k * 1000 * 4 // 8 if i < 2 else 50_000] * 20} for i, k in enumerate(ladder)]  # fmt: skip
+    reps = [
+        {
+            "id": str(i),
+            "bandwidth": k * 1000,
+            "width": 1,
+            "height": 1,
+            "codecs": "a",
+            "init_size": 1,
+            "sizes": [k * 1000 * 4 // 8 if i < 2 else 50_000] * 20,
+        }
+        for i, k in enumerate(ladder)
+    ]
     manifest = dash_player.parse_mpd(media.mpd({"duration_s": 80, "segment_s": 4, "fps": 25}, reps))
     assert manifest.reps[2].sizes[0] == 50_000 and manifest.segment_s == 4.0
     sara = dash_player.Sara()

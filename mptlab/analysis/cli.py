@@ -37,8 +37,16 @@ def _print_df(df, fmt: str = "table") -> None:
     elif fmt == "json":
         print(df.to_json(orient="records", indent=1))
     else:
-        with pd.option_context("display.max_rows", 500, "display.max_columns", 60, "display.width", 200,
-                               "display.max_colwidth", 60):  # fmt: skip
+        with pd.option_context(
+            "display.max_rows",
+            500,
+            "display.max_columns",
+            60,
+            "display.width",
+            200,
+            "display.max_colwidth",
+            60,
+        ):
             print(df.to_string(index=False) if len(df) else "(no rows)")
 
 
@@ -54,8 +62,10 @@ def cmd_ingest(args) -> int:
     rep = ingest.ingest(root, pcap=not args.no_pcap, force=args.force, progress=progress)
     if sys.stderr.isatty() and rep.read:
         print(file=sys.stderr)
-    print(f"{rep.store}: {rep.runs} run dirs; read {rep.read}, unchanged {rep.unchanged}, "
-          f"removed {rep.removed} ({rep.seconds:.1f} s)")  # fmt: skip
+    print(
+        f"{rep.store}: {rep.runs} run dirs; read {rep.read}, unchanged {rep.unchanged}, "
+        f"removed {rep.removed} ({rep.seconds:.1f} s)"
+    )
     for e in rep.errors:
         print(f"  error: {e}", file=sys.stderr)
     return 1 if rep.errors else 0
@@ -108,8 +118,10 @@ def cmd_stats(args) -> int:
     metrics = args.metric or stats.metric_columns(ok)
     bad = [m for m in metrics if m not in runs]
     if bad:
-        raise SpecError(f"--metric {', '.join(bad)}: not in the runs table; metrics: "
-                        f"{', '.join(stats.metric_columns(ok))}")  # fmt: skip
+        raise SpecError(
+            f"--metric {', '.join(bad)}: not in the runs table; metrics: "
+            f"{', '.join(stats.metric_columns(ok))}"
+        )
     not_ok_runs = runs[runs["status"] != "ok"]
     not_ok = f", not ok: {breakdown(not_ok_runs['status'])}" if len(not_ok_runs) else ""
     print(
@@ -123,12 +135,18 @@ def cmd_stats(args) -> int:
     if args.reference is not None:
         groups = list(dict.fromkeys(ok[args.by]))
         if args.reference not in groups:
-            raise SpecError(f"--reference {args.reference}: not a {args.by} with ok runs; allowed: "
-                            f"{', '.join(map(str, groups))}")  # fmt: skip
-        print(f"\nagainst {args.reference} (relative difference of means, 95 % bootstrap CI, "
-              "two-sided Mann-Whitney U):")  # fmt: skip
-        pw = pd.concat([stats.pairwise(runs, m, args.reference, by=args.by, seed=args.seed) for m in metrics],
-                       ignore_index=True)  # fmt: skip
+            raise SpecError(
+                f"--reference {args.reference}: not a {args.by} with ok runs; allowed: "
+                f"{', '.join(map(str, groups))}"
+            )
+        print(
+            f"\nagainst {args.reference} (relative difference of means, 95 % bootstrap CI, "
+            "two-sided Mann-Whitney U):"
+        )
+        pw = pd.concat(
+            [stats.pairwise(runs, m, args.reference, by=args.by, seed=args.seed) for m in metrics],
+            ignore_index=True,
+        )
         _print_df(pw.drop(columns=["conf"], errors="ignore"), args.format)
     if args.effect:
         print(
@@ -139,13 +157,29 @@ def cmd_stats(args) -> int:
             for g, sub in ok.groupby(args.by, sort=False):
                 v = pd.to_numeric(sub[m], errors="coerce").dropna()
                 if len(v) < 2 or v.mean() == 0 or v.std(ddof=1) == 0:
-                    rows.append({"metric": m, args.by: g, "n": len(v), "cv": math.nan, "n_t_test": None,
-                                 "n_mann_whitney": None})  # fmt: skip
+                    rows.append(
+                        {
+                            "metric": m,
+                            args.by: g,
+                            "n": len(v),
+                            "cv": math.nan,
+                            "n_t_test": None,
+                            "n_mann_whitney": None,
+                        }
+                    )
                     continue
                 cv = float(v.std(ddof=1) / abs(v.mean()))
                 r = stats.reps_needed(args.effect, cv, alpha=args.alpha, power=args.power)
-                rows.append({"metric": m, args.by: g, "n": len(v), "cv": cv, "n_t_test": r["n_t_test"],
-                             "n_mann_whitney": r["n_mann_whitney"]})  # fmt: skip
+                rows.append(
+                    {
+                        "metric": m,
+                        args.by: g,
+                        "n": len(v),
+                        "cv": cv,
+                        "n_t_test": r["n_t_test"],
+                        "n_mann_whitney": r["n_mann_whitney"],
+                    }
+                )
         _print_df(pd.DataFrame(rows), args.format)
     return 0
 
@@ -155,8 +189,14 @@ def cmd_report(args) -> int:
 
     root = _dir(args.dir)
     try:
-        out = report.build(root, out=Path(args.out) if args.out else None, metrics=args.metric,
-                           reference=args.reference, by=args.by, pcap=not args.no_pcap)  # fmt: skip
+        out = report.build(
+            root,
+            out=Path(args.out) if args.out else None,
+            metrics=args.metric,
+            reference=args.reference,
+            by=args.by,
+            pcap=not args.no_pcap,
+        )
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     print(out)
@@ -168,8 +208,9 @@ def cmd_compare(args) -> int:
 
     rules_path = Path(args.rules) if args.rules else args.default_rules()
     rules = compare.load_rules(rules_path)
-    res = compare.compare(_dir(args.baseline), _dir(args.current), rules, strict=args.strict,
-                          pcap=not args.no_pcap)  # fmt: skip
+    res = compare.compare(
+        _dir(args.baseline), _dir(args.current), rules, strict=args.strict, pcap=not args.no_pcap
+    )
     print(f"baseline {args.baseline}\ncurrent  {args.current}\nrules    {rules_path}\n")
     print(compare.render(res))
     return 0 if res.ok else 1
@@ -280,8 +321,11 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
     p.add_argument("files", nargs="+")
     p.add_argument("--client", action="append", help="client address, in path order (repeatable)")
     p.add_argument("--server", action="append", help="server address, in path order (repeatable)")
-    p.add_argument("--by-name", action="store_true",
-                   help="files named HOST-DEV.pcap: one capture host per HOST (receiver-side OFO)")  # fmt: skip
+    p.add_argument(
+        "--by-name",
+        action="store_true",
+        help="files named HOST-DEV.pcap: one capture host per HOST (receiver-side OFO)",
+    )
     p.add_argument("--ofo-csv", help="write the OFO/HOL time series here")
     p.add_argument("--format", **fmt)
     p.set_defaults(func=_errors(cmd_pcap))

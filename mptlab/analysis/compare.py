@@ -103,12 +103,16 @@ def _number(
         return None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         allowed = f"a number {'>= ' + str(lo) if hi is None else f'in ({lo}, {hi})'}"
-        raise RulesError(f"{src.where(loc)}: {name}: {value!r} is not allowed; allowed: {allowed}"
-                         + (" or null" if allow_null else ""))  # fmt: skip
+        raise RulesError(
+            f"{src.where(loc)}: {name}: {value!r} is not allowed; allowed: {allowed}"
+            + (" or null" if allow_null else "")
+        )
     if value < lo or (hi is not None and not (lo < value < hi)):
         allowed = f">= {lo}" if hi is None else f"strictly between {lo} and {hi}"
-        raise RulesError(f"{src.where(loc)}: {name}: {value!r} is out of range; allowed: {allowed}"
-                         + (" or null" if allow_null else ""))  # fmt: skip
+        raise RulesError(
+            f"{src.where(loc)}: {name}: {value!r} is out of range; allowed: {allowed}"
+            + (" or null" if allow_null else "")
+        )
     return float(value)
 
 
@@ -137,16 +141,22 @@ def load_rules(path: Path) -> list[Rule]:
         raise RulesError(f"{src.where((key,))}: {key}: unknown field; allowed: defaults, rules")
     defaults = data.get("defaults") or {}
     if not isinstance(defaults, dict):
-        raise RulesError(f"{src.where(('defaults',))}: defaults: expected a mapping of "
-                         f"{', '.join(sorted(DEFAULT_FIELDS))}")  # fmt: skip
+        raise RulesError(
+            f"{src.where(('defaults',))}: defaults: expected a mapping of "
+            f"{', '.join(sorted(DEFAULT_FIELDS))}"
+        )
     for k in defaults:
         if k not in DEFAULT_FIELDS:
-            raise RulesError(f"{src.where(('defaults', k))}: defaults.{k}: unknown field; allowed: "
-                             f"{', '.join(sorted(DEFAULT_FIELDS))}")  # fmt: skip
+            raise RulesError(
+                f"{src.where(('defaults', k))}: defaults.{k}: unknown field; allowed: "
+                f"{', '.join(sorted(DEFAULT_FIELDS))}"
+            )
     rules_raw = data.get("rules")
     if not isinstance(rules_raw, list) or not rules_raw:
-        raise RulesError(f"{src.where(('rules',))}: rules: expected a non-empty list of rules "
-                         "(each with metric and better)")  # fmt: skip
+        raise RulesError(
+            f"{src.where(('rules',))}: rules: expected a non-empty list of rules "
+            "(each with metric and better)"
+        )
     rules = []
     for i, raw in enumerate(rules_raw):
         loc = ("rules", i)
@@ -155,8 +165,10 @@ def load_rules(path: Path) -> list[Rule]:
             raise RulesError(f"{src.where(loc)}: {name}: expected a mapping with metric and better")
         for k in raw:
             if k not in RULE_FIELDS:
-                raise RulesError(f"{src.where(loc + (k,))}: {name}.{k}: unknown field; allowed: "
-                                 f"{', '.join(sorted(RULE_FIELDS))}")  # fmt: skip
+                raise RulesError(
+                    f"{src.where(loc + (k,))}: {name}.{k}: unknown field; allowed: "
+                    f"{', '.join(sorted(RULE_FIELDS))}"
+                )
         for k in ("metric", "better"):
             if k not in raw:
                 raise RulesError(
@@ -164,11 +176,15 @@ def load_rules(path: Path) -> list[Rule]:
                 )
         merged = {**defaults, **raw}
         if not isinstance(raw["metric"], str) or not raw["metric"]:
-            raise RulesError(f"{src.where(loc + ('metric',))}: {name}.metric: expected a metric name "
-                             "(a column of the runs table, or ok_rate)")  # fmt: skip
-        rule = Rule(metric=raw["metric"],
-                    better=_choice(src, loc + ("better",), raw["better"], f"{name}.better", BETTER),
-                    where=src.where(loc))  # fmt: skip
+            raise RulesError(
+                f"{src.where(loc + ('metric',))}: {name}.metric: expected a metric name "
+                "(a column of the runs table, or ok_rate)"
+            )
+        rule = Rule(
+            metric=raw["metric"],
+            better=_choice(src, loc + ("better",), raw["better"], f"{name}.better", BETTER),
+            where=src.where(loc),
+        )
         fl = loc + ("tolerance",) if "tolerance" in raw else ("defaults", "tolerance")
         rule.tolerance = _number(
             src, fl, merged.get("tolerance", 0.05), f"{name}.tolerance", 0, None
@@ -182,13 +198,17 @@ def load_rules(path: Path) -> list[Rule]:
         if "variants" in raw:
             v = raw["variants"]
             if not isinstance(v, list) or not all(isinstance(x, str) for x in v) or not v:
-                raise RulesError(f"{src.where(loc + ('variants',))}: {name}.variants: expected a "
-                                 "non-empty list of variant names")  # fmt: skip
+                raise RulesError(
+                    f"{src.where(loc + ('variants',))}: {name}.variants: expected a "
+                    "non-empty list of variant names"
+                )
             rule.variants = v
         if "required" in raw:
             if not isinstance(raw["required"], bool):
-                raise RulesError(f"{src.where(loc + ('required',))}: {name}.required: "
-                                 f"{raw['required']!r} is not allowed; allowed: true, false")  # fmt: skip
+                raise RulesError(
+                    f"{src.where(loc + ('required',))}: {name}.required: "
+                    f"{raw['required']!r} is not allowed; allowed: true, false"
+                )
             rule.required = raw["required"]
         rules.append(rule)
     return rules
@@ -247,9 +267,11 @@ def check_rule(rule: Rule, variant: str, base: np.ndarray, cur: np.ndarray) -> C
         else:
             c.verdict = "unsure"
             floor = stats.min_p_value(len(base), len(cur))
-            c.note = (f"not significant at alpha {rule.alpha:g}"
-                      + (f"; n={len(base)}/{len(cur)} cannot reach it (min p {floor:.3g})"
-                         if floor >= rule.alpha else ""))  # fmt: skip
+            c.note = f"not significant at alpha {rule.alpha:g}" + (
+                f"; n={len(base)}/{len(cur)} cannot reach it (min p {floor:.3g})"
+                if floor >= rule.alpha
+                else ""
+            )
     elif -worse > rule.tolerance and significant:
         c.verdict = "improved"
     else:
@@ -257,8 +279,9 @@ def check_rule(rule: Rule, variant: str, base: np.ndarray, cur: np.ndarray) -> C
     return c
 
 
-def compare(baseline: Path, current: Path, rules: list[Rule], strict: bool = False,
-            pcap: bool = True) -> CompareResult:  # fmt: skip
+def compare(
+    baseline: Path, current: Path, rules: list[Rule], strict: bool = False, pcap: bool = True
+) -> CompareResult:
     base_runs = _runs(Path(baseline), pcap)
     cur_runs = _runs(Path(current), pcap)
     res = CompareResult(strict=strict)
@@ -268,20 +291,27 @@ def compare(baseline: Path, current: Path, rules: list[Rule], strict: bool = Fal
     for rule in rules:
         if rule.metric not in known and rule.required:
             metrics = sorted(set(stats.metric_columns(base_runs)) | {"ok_rate"})
-            raise RulesError(f"{rule.where}: metric {rule.metric!r} is in neither campaign; "
-                             f"metrics: {', '.join(metrics)}")  # fmt: skip
+            raise RulesError(
+                f"{rule.where}: metric {rule.metric!r} is in neither campaign; "
+                f"metrics: {', '.join(metrics)}"
+            )
         variants = rule.variants or base_vars
         for v in variants:
             if rule.variants and v not in base_vars and v not in cur_vars:
-                raise RulesError(f"{rule.where}: variant {v!r} is in neither campaign; "
-                                 f"variants: {', '.join(base_vars)}")  # fmt: skip
+                raise RulesError(
+                    f"{rule.where}: variant {v!r} is in neither campaign; "
+                    f"variants: {', '.join(base_vars)}"
+                )
             if v not in cur_vars and v in base_vars:
                 c = Check(rule, v, len(_values(base_runs, v, rule.metric)), 0)
                 c.verdict, c.note = "MISSING", "variant absent from the current campaign"
                 res.checks.append(c)
                 continue
-            res.checks.append(check_rule(rule, v, _values(base_runs, v, rule.metric),
-                                         _values(cur_runs, v, rule.metric)))  # fmt: skip
+            res.checks.append(
+                check_rule(
+                    rule, v, _values(base_runs, v, rule.metric), _values(cur_runs, v, rule.metric)
+                )
+            )
     return res
 
 
@@ -292,15 +322,44 @@ def _f(x: float) -> str:
 
 
 def render(res: CompareResult) -> str:
-    headers = ["metric", "variant", "better", "stat", "n base", "n cur", "baseline", "current",
-               "change", "tolerance", "p (MWU)", "alpha", "verdict", "note"]  # fmt: skip
+    headers = [
+        "metric",
+        "variant",
+        "better",
+        "stat",
+        "n base",
+        "n cur",
+        "baseline",
+        "current",
+        "change",
+        "tolerance",
+        "p (MWU)",
+        "alpha",
+        "verdict",
+        "note",
+    ]
     rows = []
     for c in res.checks:
         r = c.rule
         change = "-" if not math.isfinite(c.change) else f"{c.change * 100:+.1f}%"
-        rows.append([r.metric, c.variant, r.better, r.stat, str(c.n_base), str(c.n_cur), _f(c.base), _f(c.cur),
-                     change, f"{r.tolerance * 100:g}%", _f(c.p_value),
-                     "-" if r.alpha is None else f"{r.alpha:g}", c.verdict, c.note])  # fmt: skip
+        rows.append(
+            [
+                r.metric,
+                c.variant,
+                r.better,
+                r.stat,
+                str(c.n_base),
+                str(c.n_cur),
+                _f(c.base),
+                _f(c.cur),
+                change,
+                f"{r.tolerance * 100:g}%",
+                _f(c.p_value),
+                "-" if r.alpha is None else f"{r.alpha:g}",
+                c.verdict,
+                c.note,
+            ]
+        )
     widths = [
         max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
         for i, h in enumerate(headers)

@@ -36,10 +36,21 @@ STYLE = {
 }
 COLORS = plt.get_cmap("tab10").colors
 
-UNITS = {"goodput_mbps": "Mbit/s", "goodput_total_mbps": "Mbit/s", "duration_s": "s",
-         "k_ofo_bytes_max": "bytes", "pcap_ofo_bytes_max": "bytes", "k_bytes_reinjected": "bytes",
-         "pcap_hol_delay_mean_ms": "ms", "pcap_hol_delay_p95_ms": "ms", "pcap_hol_delay_max_ms": "ms",
-         "srtt_ms": "ms", "cwnd": "segments", "ofo_bytes": "bytes", "in_flight": "segments"}  # fmt: skip
+UNITS = {
+    "goodput_mbps": "Mbit/s",
+    "goodput_total_mbps": "Mbit/s",
+    "duration_s": "s",
+    "k_ofo_bytes_max": "bytes",
+    "pcap_ofo_bytes_max": "bytes",
+    "k_bytes_reinjected": "bytes",
+    "pcap_hol_delay_mean_ms": "ms",
+    "pcap_hol_delay_p95_ms": "ms",
+    "pcap_hol_delay_max_ms": "ms",
+    "srtt_ms": "ms",
+    "cwnd": "segments",
+    "ofo_bytes": "bytes",
+    "in_flight": "segments",
+}
 
 
 def label(metric: str) -> str:
@@ -98,8 +109,13 @@ def cdf(runs: pd.DataFrame, metric: str, by: str = "variant", order: list | None
         for i, (k, v) in enumerate(groups):
             x = np.sort(v)
             y = np.arange(1, len(x) + 1) / len(x)
-            ax.step(np.concatenate([[x[0]], x]), np.concatenate([[0], y]), where="post",
-                    color=COLORS[i % 10], label=f"{k} (n={len(x)})")  # fmt: skip
+            ax.step(
+                np.concatenate([[x[0]], x]),
+                np.concatenate([[0], y]),
+                where="post",
+                color=COLORS[i % 10],
+                label=f"{k} (n={len(x)})",
+            )
         if not groups:
             _no_data(ax, metric)
         ax.set_xlabel(label(metric))
@@ -121,8 +137,14 @@ def box(runs: pd.DataFrame, metric: str, by: str = "variant", order: list | None
             ax.boxplot(data, showfliers=False, widths=0.5, medianprops={"color": "black"})
             rng = np.random.default_rng(0)
             for i, (_, v) in enumerate(groups):
-                ax.plot(np.full(len(v), i + 1) + rng.uniform(-0.12, 0.12, len(v)), v, "o", ms=3,
-                        color=COLORS[i % 10], alpha=0.7)  # fmt: skip
+                ax.plot(
+                    np.full(len(v), i + 1) + rng.uniform(-0.12, 0.12, len(v)),
+                    v,
+                    "o",
+                    ms=3,
+                    color=COLORS[i % 10],
+                    alpha=0.7,
+                )
         else:
             _no_data(ax, metric)
         ax.set_xticks(range(1, len(groups) + 1))
@@ -132,8 +154,14 @@ def box(runs: pd.DataFrame, metric: str, by: str = "variant", order: list | None
     return fig
 
 
-def bar_ci(runs: pd.DataFrame, metric: str, x: str = "variant", hue: str | None = None,
-           conf: float = stats.CONF, seed: int = stats.SEED):  # fmt: skip
+def bar_ci(
+    runs: pd.DataFrame,
+    metric: str,
+    x: str = "variant",
+    hue: str | None = None,
+    conf: float = stats.CONF,
+    seed: int = stats.SEED,
+):
     """Mean with bootstrap CI as bars: one group of bars per ``x`` value, one bar per
     ``hue`` value (e.g. completion time per page set per scheduler), n above each bar."""
     ok = stats.ok_runs(runs)
@@ -154,11 +182,26 @@ def bar_ci(runs: pd.DataFrame, metric: str, x: str = "variant", hue: str | None 
                 ns.append(s.n)
             pos = np.arange(len(xs)) + (j - (len(hs) - 1) / 2) * width
             heights = np.nan_to_num(np.array(means, float))
-            ax.bar(pos, heights, width * 0.9, yerr=[lo, hi], capsize=3, color=COLORS[j % 10],
-                   label=str(h) if hue else None, error_kw={"elinewidth": 1})  # fmt: skip
+            ax.bar(
+                pos,
+                heights,
+                width * 0.9,
+                yerr=[lo, hi],
+                capsize=3,
+                color=COLORS[j % 10],
+                label=str(h) if hue else None,
+                error_kw={"elinewidth": 1},
+            )
             for p, m, e, n in zip(pos, heights, hi, ns, strict=True):
-                ax.annotate(f"n={n}", (p, m + e), ha="center", va="bottom", fontsize=7,
-                            xytext=(0, 2), textcoords="offset points")  # fmt: skip
+                ax.annotate(
+                    f"n={n}",
+                    (p, m + e),
+                    ha="center",
+                    va="bottom",
+                    fontsize=7,
+                    xytext=(0, 2),
+                    textcoords="offset points",
+                )
             drew = drew or any(n for n in ns)
         if not drew:
             _no_data(ax, metric)
@@ -174,8 +217,10 @@ def bar_ci(runs: pd.DataFrame, metric: str, x: str = "variant", hue: str | None 
 def path_share(runs: pd.DataFrame, by: str = "variant", order: list | None = None):
     """Stacked bars: the mean share of the data bytes each path carried."""
     ok = stats.ok_runs(runs)
-    cols = sorted((c for c in ok.columns if c.startswith("path") and c.endswith("_share")),
-                  key=lambda c: int(c[4:-6]) if c[4:-6].isdigit() else 0)  # fmt: skip
+    cols = sorted(
+        (c for c in ok.columns if c.startswith("path") and c.endswith("_share")),
+        key=lambda c: int(c[4:-6]) if c[4:-6].isdigit() else 0,
+    )
     keys = order or list(dict.fromkeys(ok[by])) if len(ok) else []
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots()
@@ -188,8 +233,14 @@ def path_share(runs: pd.DataFrame, by: str = "variant", order: list | None = Non
                 vals.append(float(v[has].mean()) if has.any() else 0.0)
                 ns.append(int(has.sum()))
             vals = np.array(vals) * 100
-            ax.bar(range(len(keys)), vals, 0.6, bottom=bottom, color=COLORS[i % 10],
-                   label=f"path {c[4:-6]}")  # fmt: skip
+            ax.bar(
+                range(len(keys)),
+                vals,
+                0.6,
+                bottom=bottom,
+                color=COLORS[i % 10],
+                label=f"path {c[4:-6]}",
+            )
             bottom += vals
         if not cols:
             _no_data(ax, "path shares")
@@ -204,9 +255,15 @@ def path_share(runs: pd.DataFrame, by: str = "variant", order: list | None = Non
     return fig
 
 
-def timeseries(ss: pd.DataFrame, mptcp: pd.DataFrame, run_id: str,
-               fields: tuple[str, ...] = ("cwnd", "srtt_ms"), pcap_ofo: pd.DataFrame | None = None,
-               title: str | None = None, kernel_ofo: pd.DataFrame | None = None):  # fmt: skip
+def timeseries(
+    ss: pd.DataFrame,
+    mptcp: pd.DataFrame,
+    run_id: str,
+    fields: tuple[str, ...] = ("cwnd", "srtt_ms"),
+    pcap_ofo: pd.DataFrame | None = None,
+    title: str | None = None,
+    kernel_ofo: pd.DataFrame | None = None,
+):
     """Per-subflow time series of one run (one panel per field) and the
     receiver's MPTCP out-of-order queue (the kernel's: 10 ms peaks from the
     tracepoint when available, else the connection samples; pcap

@@ -29,8 +29,19 @@ from ..rundir import CampaignDir, RunDir, RunDirError
 
 STORE = "analysis"
 SCHEMA = 3  # bump when tables change: the next ingest rebuilds the store
-TABLES = ["runs", "kernel_connections", "kernel_subflows", "ss", "mptcp", "kernel_ofo", "series",
-          "nstat", "pcap_subflows", "pcap_connections", "pcap_ofo"]  # fmt: skip
+TABLES = [
+    "runs",
+    "kernel_connections",
+    "kernel_subflows",
+    "ss",
+    "mptcp",
+    "kernel_ofo",
+    "series",
+    "nstat",
+    "pcap_subflows",
+    "pcap_connections",
+    "pcap_ofo",
+]
 OFO_BIN_S = 0.010  # the BLEST paper samples the OFO queue every 10 ms
 MAX_PARTS = 16  # parts per table before they are merged into one
 
@@ -142,8 +153,16 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     if info is not None:
         row["status"] = info.get("status", "unknown")
         row["reason"] = info.get("reason", "")
-        for k in ("started", "seconds", "boot_status", "git_commit", "timeout_s", "host",
-                  "host_cpu_s", "host_cpu_wait_s"):  # fmt: skip
+        for k in (
+            "started",
+            "seconds",
+            "boot_status",
+            "git_commit",
+            "timeout_s",
+            "host",
+            "host_cpu_s",
+            "host_cpu_wait_s",
+        ):
             row[k] = info.get(k)
         if info.get("host_cpu_wait_s") is not None and info.get("seconds"):
             row["host_cpu_wait_share"] = info["host_cpu_wait_s"] / info["seconds"]
@@ -180,8 +199,11 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
         row["result_error"] = result_err
     # workload metrics: scalars as columns, lists as the series table
     scalars, lists = _flatten(result.get("metrics") or {})
-    bg_scalars, bg_lists = _flatten(result.get("background") or {}, "bg_") if isinstance(
-        result.get("background"), dict) else ({}, {})  # fmt: skip
+    bg_scalars, bg_lists = (
+        _flatten(result.get("background") or {}, "bg_")
+        if isinstance(result.get("background"), dict)
+        else ({}, {})
+    )
     for k, v in {**scalars, **bg_scalars}.items():
         row[k if k not in row else f"m_{k}"] = _scalar(v)
     series = []
@@ -316,9 +338,23 @@ def _num(v):
 def _read_csv(path: Path) -> pd.DataFrame | None:
     if not path.exists() or path.stat().st_size == 0:
         return None
-    big = {c: "UInt64" for c in ("write_seq", "snd_una", "rcv_nxt", "pacing_rate", "bytes_acked",
-                                  "bytes_received", "bytes_sent", "bytes_retrans", "delivery_rate",
-                                  "mptcp_bytes_sent", "mptcp_bytes_reinjected", "bytes_reinjected")}  # fmt: skip
+    big = {
+        c: "UInt64"
+        for c in (
+            "write_seq",
+            "snd_una",
+            "rcv_nxt",
+            "pacing_rate",
+            "bytes_acked",
+            "bytes_received",
+            "bytes_sent",
+            "bytes_retrans",
+            "delivery_rate",
+            "mptcp_bytes_sent",
+            "mptcp_bytes_reinjected",
+            "bytes_reinjected",
+        )
+    }
     try:
         head = pd.read_csv(path, nrows=0)
         dtypes = {c: t for c, t in big.items() if c in head.columns}
@@ -378,14 +414,22 @@ def _ss_columns(df: pd.DataFrame, addresses: dict) -> pd.DataFrame:
     if {"unacked", "sacked", "lost", "retrans"} <= set(df.columns):
         # Linux tcp_packets_in_flight(): packets_out - (sacked_out + lost_out) + retrans_out
         df["in_flight"] = df["unacked"] - df["sacked"] - df["lost"] + df["retrans"]
-    df["socket"] = (df["saddr"].astype(str) + ":" + df["sport"].astype(str) + ">" +
-                    df["daddr"].astype(str) + ":" + df["dport"].astype(str))  # fmt: skip
+    df["socket"] = (
+        df["saddr"].astype(str)
+        + ":"
+        + df["sport"].astype(str)
+        + ">"
+        + df["daddr"].astype(str)
+        + ":"
+        + df["dport"].astype(str)
+    )
     for c in ("token_loc", "token_rem"):
         if c in df:
             df[c] = [_tok(v) for v in df[c]]
     # each socket's final volume (bytes acked or received), to find the data sockets
-    vol = pd.concat([df[c].astype("float64") for c in ("bytes_acked", "bytes_received") if c in df],
-                    axis=1).max(axis=1)  # fmt: skip
+    vol = pd.concat(
+        [df[c].astype("float64") for c in ("bytes_acked", "bytes_received") if c in df], axis=1
+    ).max(axis=1)
     df["socket_bytes"] = vol.groupby(df["socket"]).transform("max")
     return df
 
@@ -426,8 +470,9 @@ def _kernel_summary(conns: pd.DataFrame, subs: pd.DataFrame) -> dict:
     out["k_token"] = snd["token"]
     out["k_bytes_sent"] = float(snd["bytes_sent"])
     out["k_bytes_reinjected"] = float(snd.get("bytes_reinjected", np.nan))
-    out["k_reinjected_share"] = (float(snd["bytes_reinjected"]) / float(snd["bytes_sent"])
-                                 if snd["bytes_sent"] else np.nan)  # fmt: skip
+    out["k_reinjected_share"] = (
+        float(snd["bytes_reinjected"]) / float(snd["bytes_sent"]) if snd["bytes_sent"] else np.nan
+    )
     if rcv is not None:
         out["k_bytes_received"] = float(rcv["bytes_received"])
         out["k_ofo_bytes_max"] = float(rcv.get("ofo_bytes_max", np.nan))
@@ -547,8 +592,11 @@ def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) ->
             rel = str(rd.path.relative_to(root))
             seen[rel] = (rd, cname, _mtime(rd.file(rundir.RUN)))
     old = index["runs"]
-    todo = [rel for rel, (_rd, _c, m) in seen.items()
-            if rel not in old or m is None or old[rel].get("mtime") != m]  # fmt: skip
+    todo = [
+        rel
+        for rel, (_rd, _c, m) in seen.items()
+        if rel not in old or m is None or old[rel].get("mtime") != m
+    ]
     gone = [rel for rel in old if rel not in seen]
     stale = set(todo) | set(gone)
     stale_ids = {old[rel]["run_id"] for rel in stale if rel in old}
@@ -568,9 +616,17 @@ def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) ->
             rt = read_run(rd, run_id, cname, pcap=pcap)
         except Exception as exc:  # noqa: BLE001 - one bad run dir must not stop the ingest
             report.errors.append(f"{rd}: {type(exc).__name__}: {exc}")
-            rt = RunTables({"run_id": run_id, "campaign": cname, "run_dir": str(rd.path),
-                            "attempt": rd.attempt(), "variant": rd.variant,
-                            "status": "unreadable", "reason": f"ingest failed: {exc}"})  # fmt: skip
+            rt = RunTables(
+                {
+                    "run_id": run_id,
+                    "campaign": cname,
+                    "run_dir": str(rd.path),
+                    "attempt": rd.attempt(),
+                    "variant": rd.variant,
+                    "status": "unreadable",
+                    "reason": f"ingest failed: {exc}",
+                }
+            )
         rows.append(rt.row)
         for name, df in rt.tables.items():
             parts.setdefault(name, []).append(df)
@@ -610,8 +666,10 @@ def _clean_for_parquet(df: pd.DataFrame) -> pd.DataFrame:
                 if kinds <= {int, float, bool}:
                     df[c] = pd.to_numeric(df[c], errors="coerce")
                 else:
-                    df[c] = [None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
-                             for v in df[c]]  # fmt: skip
+                    df[c] = [
+                        None if v is None or (isinstance(v, float) and math.isnan(v)) else str(v)
+                        for v in df[c]
+                    ]
     return df
 
 

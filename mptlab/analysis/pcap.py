@@ -57,8 +57,14 @@ LINKTYPE_RAW = 101
 LINKTYPE_LINUX_SLL = 113
 LINKTYPE_IPV4 = 228
 LINKTYPE_LINUX_SLL2 = 276
-_L3_OFFSET = {LINKTYPE_NULL: 4, LINKTYPE_ETHERNET: 14, LINKTYPE_RAW: 0, LINKTYPE_IPV4: 0,
-              LINKTYPE_LINUX_SLL: 16, LINKTYPE_LINUX_SLL2: 20}  # fmt: skip
+_L3_OFFSET = {
+    LINKTYPE_NULL: 4,
+    LINKTYPE_ETHERNET: 14,
+    LINKTYPE_RAW: 0,
+    LINKTYPE_IPV4: 0,
+    LINKTYPE_LINUX_SLL: 16,
+    LINKTYPE_LINUX_SLL2: 20,
+}
 
 # TCP flags
 FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
@@ -131,8 +137,12 @@ class Packets:
         if sort and len(parts) > 1:
             order = np.argsort(cols["ts"], kind="stable")
             cols = {k: v[order] for k, v in cols.items()}
-        return Packets(cols, sum(p.total for p in parts), sum(p.skipped for p in parts),
-                       [s for p in parts for s in p.source])  # fmt: skip
+        return Packets(
+            cols,
+            sum(p.total for p in parts),
+            sum(p.skipped for p in parts),
+            [s for p in parts for s in p.source],
+        )
 
     def select(self, mask: np.ndarray) -> Packets:
         return Packets(
@@ -222,9 +232,11 @@ def _walk_pcapng(buf, path: str):
         off += blen
     if endian == ">":
         raise PcapError(f"{path}: big-endian pcapng is not supported")
-    return (np.frombuffer(offs, np.int64) if len(offs) else np.zeros(0, np.int64),
-            np.frombuffer(ifaces, np.int64) if len(ifaces) else np.zeros(0, np.int64),
-            iface_info)  # fmt: skip
+    return (
+        np.frombuffer(offs, np.int64) if len(offs) else np.zeros(0, np.int64),
+        np.frombuffer(ifaces, np.int64) if len(ifaces) else np.zeros(0, np.int64),
+        iface_info,
+    )
 
 
 def _be(cols: np.ndarray) -> np.ndarray:
@@ -325,8 +337,10 @@ def _read_buf(buf, path: str) -> Packets:
         start = blk + 28
         linktypes = np.array([lt for lt, _ in info] or [1], np.int64)[iface]
     else:
-        raise PcapError(f"{path}: not a pcap or pcapng file (magic {magic.hex()}); "
-                        "allowed: pcap (tcpdump -w) or pcapng")  # fmt: skip
+        raise PcapError(
+            f"{path}: not a pcap or pcapng file (magic {magic.hex()}); "
+            "allowed: pcap (tcpdump -w) or pcapng"
+        )
     parts = []
     for i in range(0, len(start), CHUNK):
         sl = slice(i, i + CHUNK)
@@ -571,18 +585,57 @@ class PcapResult:
     skipped: int
 
 
-SUBFLOW_COLUMNS = ["host", "conn", "subflow", "saddr", "sport", "daddr", "dport", "direction", "path",
-                   "packets", "data_packets", "bytes_wire", "bytes_unique", "bytes_mapped",
-                   "retrans_segs", "retrans_bytes", "reinjected_bytes", "fin_seen", "first_ts", "last_ts"]  # fmt: skip
-CONNECTION_COLUMNS = ["conn", "token_a", "token_b", "direction", "sender", "receiver", "subflows",
-                      "data_bytes", "reinjected_bytes", "ofo_bytes_max", "ofo_segs_max",
-                      "hol_bytes", "hol_delay_mean_ms", "hol_delay_p95_ms", "hol_delay_max_ms",
-                      "unresolved_bytes", "valid_until", "receiver_capture"]  # fmt: skip
+SUBFLOW_COLUMNS = [
+    "host",
+    "conn",
+    "subflow",
+    "saddr",
+    "sport",
+    "daddr",
+    "dport",
+    "direction",
+    "path",
+    "packets",
+    "data_packets",
+    "bytes_wire",
+    "bytes_unique",
+    "bytes_mapped",
+    "retrans_segs",
+    "retrans_bytes",
+    "reinjected_bytes",
+    "fin_seen",
+    "first_ts",
+    "last_ts",
+]
+CONNECTION_COLUMNS = [
+    "conn",
+    "token_a",
+    "token_b",
+    "direction",
+    "sender",
+    "receiver",
+    "subflows",
+    "data_bytes",
+    "reinjected_bytes",
+    "ofo_bytes_max",
+    "ofo_segs_max",
+    "hol_bytes",
+    "hol_delay_mean_ms",
+    "hol_delay_p95_ms",
+    "hol_delay_max_ms",
+    "unresolved_bytes",
+    "valid_until",
+    "receiver_capture",
+]
 OFO_COLUMNS = ["conn", "direction", "t", "ofo_bytes", "ofo_bytes_max", "hol_delay_max_ms"]
 
 
-def analyze(captures: dict[str, list[Packets] | Packets], client_addrs=(), server_addrs=(),
-            bin_s: float = 0.01) -> PcapResult:  # fmt: skip
+def analyze(
+    captures: dict[str, list[Packets] | Packets],
+    client_addrs=(),
+    server_addrs=(),
+    bin_s: float = 0.01,
+) -> PcapResult:
     """Per-subflow and per-connection metrics and the receiver's OFO queue over time.
 
     ``captures`` maps a capture host (e.g. ``client``) to its captures (one per
@@ -619,8 +672,13 @@ def analyze(captures: dict[str, list[Packets] | Packets], client_addrs=(), serve
                     )
                 pk = everything
             row, ofo = _reassemble(pk, info, direction, bin_s)
-            row.update(conn=cid, token_a=info["token_a"], token_b=info["token_b"], direction=direction,
-                       receiver_capture=recv_host or "all")  # fmt: skip
+            row.update(
+                conn=cid,
+                token_a=info["token_a"],
+                token_b=info["token_b"],
+                direction=direction,
+                receiver_capture=recv_host or "all",
+            )
             conn_rows.append(row)
             if ofo is not None and row["ofo_bytes_max"] > 0:
                 ofo_parts.append(ofo.assign(conn=cid, direction=direction))
@@ -630,10 +688,16 @@ def analyze(captures: dict[str, list[Packets] | Packets], client_addrs=(), serve
         reinj = subflows.groupby(["conn", "direction"])["reinjected_bytes"].max()
         # reinjections seen by the sender's capture (the max over capture hosts)
         connections["reinjected_bytes"] = [
-            int(subflows[(subflows.conn == c) & (subflows.direction == d)]
-                .groupby("host")["reinjected_bytes"].sum().max()) if (c, d) in reinj.index else 0
+            int(
+                subflows[(subflows.conn == c) & (subflows.direction == d)]
+                .groupby("host")["reinjected_bytes"]
+                .sum()
+                .max()
+            )
+            if (c, d) in reinj.index
+            else 0
             for c, d in zip(connections["conn"], connections["direction"], strict=True)
-        ]  # fmt: skip
+        ]
     ofo = (
         pd.concat(ofo_parts, ignore_index=True)[OFO_COLUMNS]
         if ofo_parts
@@ -686,8 +750,10 @@ def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
         fl = _flows(pk)
         a = fl["a"]
         for t, sel in fl["sel"].items():
-            d = tuples.setdefault(t, {"init": None, "ka": 0, "kb": 0, "token": 0, "mp": False,
-                                      "dsn": {}, "payload": {}})  # fmt: skip
+            d = tuples.setdefault(
+                t,
+                {"init": None, "ka": 0, "kb": 0, "token": 0, "mp": False, "dsn": {}, "payload": {}},
+            )
             flags = pk.flags[sel]
             syn = np.nonzero((flags & (SYN | ACK)) == SYN)[0]
             if len(syn) and d["init"] is None:
@@ -750,10 +816,16 @@ def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
         ver = d.get("ver", 1)
         ta = key_token(init_key, ver) if init_key else None
         tb = key_token(resp_key, ver) if resp_key else None
-        conns[nid] = {"subflows": {t: d["init"]}, "key_a": init_key, "key_b": resp_key,
-                      "token_a": f"{ta:08x}" if ta is not None else None,
-                      "token_b": f"{tb:08x}" if tb is not None else None,
-                      "side_a": {d["init"]}, "dsn": dict(d["dsn"]), "version": ver}  # fmt: skip
+        conns[nid] = {
+            "subflows": {t: d["init"]},
+            "key_a": init_key,
+            "key_b": resp_key,
+            "token_a": f"{ta:08x}" if ta is not None else None,
+            "token_b": f"{tb:08x}" if tb is not None else None,
+            "side_a": {d["init"]},
+            "dsn": dict(d["dsn"]),
+            "version": ver,
+        }
         if ta is not None:
             token_to_conn[ta] = (nid, "a")
         if tb is not None:
@@ -767,8 +839,16 @@ def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
         if hit is None:
             hit = _match_by_dsn(conns, d)
         if hit is None:  # its connection's MP_CAPABLE handshake was not captured
-            conns[nid] = {"subflows": {}, "key_a": 0, "key_b": 0, "token_a": None,
-                          "token_b": f"{d['token']:08x}", "side_a": set(), "dsn": {}, "version": 1}  # fmt: skip
+            conns[nid] = {
+                "subflows": {},
+                "key_a": 0,
+                "key_b": 0,
+                "token_a": None,
+                "token_b": f"{d['token']:08x}",
+                "side_a": set(),
+                "dsn": {},
+                "version": 1,
+            }
             token_to_conn[d["token"]] = hit = (nid, "b")
             nid += 1
         cid, side = hit
@@ -919,15 +999,28 @@ def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[di
                 for addr in (src_ip, other >> 16):
                     if addr in addrs and path is None:
                         path = addrs.index(addr) + 1
-            row = {"host": host, "conn": cid, "subflow": sfi, "saddr": ip_s, "sport": ep & 0xFFFF,
-                   "daddr": ip_d, "dport": other & 0xFFFF, "direction": direction, "path": path,
-                   "packets": len(idx), "data_packets": int(data.sum()),
-                   "bytes_wire": int(pay.sum()), "bytes_unique": _union_bytes(s, e),
-                   "bytes_mapped": int(pay[data][dseq >= 0].sum()),
-                   "retrans_segs": int(retrans.sum()), "retrans_bytes": int(rb.sum()),
-                   "reinjected_bytes": 0, "fin_seen": bool((pk.flags[idx] & (FIN | RST)).any()),
-                   "first_ts": float(pk.ts[idx[0]]),
-                   "last_ts": float(pk.ts[idx[-1]])}  # fmt: skip
+            row = {
+                "host": host,
+                "conn": cid,
+                "subflow": sfi,
+                "saddr": ip_s,
+                "sport": ep & 0xFFFF,
+                "daddr": ip_d,
+                "dport": other & 0xFFFF,
+                "direction": direction,
+                "path": path,
+                "packets": len(idx),
+                "data_packets": int(data.sum()),
+                "bytes_wire": int(pay.sum()),
+                "bytes_unique": _union_bytes(s, e),
+                "bytes_mapped": int(pay[data][dseq >= 0].sum()),
+                "retrans_segs": int(retrans.sum()),
+                "retrans_bytes": int(rb.sum()),
+                "reinjected_bytes": 0,
+                "fin_seen": bool((pk.flags[idx] & (FIN | RST)).any()),
+                "first_ts": float(pk.ts[idx[0]]),
+                "last_ts": float(pk.ts[idx[-1]]),
+            }
             rows.append(row)
             first_tx = ~retrans & (dseq >= 0)
             per_dir.setdefault((cid, direction), []).append(
@@ -965,10 +1058,20 @@ def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[di
 def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
     """The receiver's view of one connection direction: subflow reassembly, then
     data-level reassembly; OFO occupancy and head-of-line delay."""
-    row = {"sender": None, "receiver": None, "subflows": len(c["subflows"]), "data_bytes": 0,
-           "ofo_bytes_max": 0, "ofo_segs_max": 0, "hol_bytes": 0, "hol_delay_mean_ms": None,
-           "hol_delay_p95_ms": None, "hol_delay_max_ms": None, "unresolved_bytes": 0,
-           "valid_until": None}  # fmt: skip
+    row = {
+        "sender": None,
+        "receiver": None,
+        "subflows": len(c["subflows"]),
+        "data_bytes": 0,
+        "ofo_bytes_max": 0,
+        "ofo_segs_max": 0,
+        "hol_bytes": 0,
+        "hol_delay_mean_ms": None,
+        "hol_delay_p95_ms": None,
+        "hol_delay_max_ms": None,
+        "unresolved_bytes": 0,
+        "valid_until": None,
+    }
     idsn = c["idsn"].get(direction)
     rev = {"c2s": "s2c", "s2c": "c2s", "fwd": "rev", "rev": "fwd"}[direction]
     peer_idsn_base = np.uint64(((idsn + 1) % (1 << 64)) if idsn is not None else 0)
@@ -1081,8 +1184,14 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
         np.maximum.at(hol, hk[keep], delay[keep] * 1000)
     else:
         mx = level = hol = np.zeros(nb)
-    ofo = pd.DataFrame({"t": edges, "ofo_bytes": level.astype(np.int64),
-                        "ofo_bytes_max": mx.astype(np.int64), "hol_delay_max_ms": hol})  # fmt: skip
+    ofo = pd.DataFrame(
+        {
+            "t": edges,
+            "ofo_bytes": level.astype(np.int64),
+            "ofo_bytes_max": mx.astype(np.int64),
+            "hol_delay_max_ms": hol,
+        }
+    )
     return row, ofo
 
 
@@ -1114,25 +1223,47 @@ def kernel_agreement(run_dir: Path) -> dict:
     sender = max(k["connections"], key=lambda c: c["bytes_sent"])
     receiver = max(k["connections"], key=lambda c: c["bytes_received"])
     conn = res.connections.sort_values("data_bytes", ascending=False).iloc[0]
-    out = {"run": str(run_dir), "token_match": sender["token"] in (conn["token_a"], conn["token_b"]),
-           "subflows": [], "ofo": (receiver["ofo_bytes_max"], int(conn["ofo_bytes_max"])),
-           "ofo_complete": conn["valid_until"] is None or pd.isna(conn["valid_until"]),
-           "reinjected": (sender["bytes_reinjected"], int(conn["reinjected_bytes"]))}  # fmt: skip
+    out = {
+        "run": str(run_dir),
+        "token_match": sender["token"] in (conn["token_a"], conn["token_b"]),
+        "subflows": [],
+        "ofo": (receiver["ofo_bytes_max"], int(conn["ofo_bytes_max"])),
+        "ofo_complete": conn["valid_until"] is None or pd.isna(conn["valid_until"]),
+        "reinjected": (sender["bytes_reinjected"], int(conn["reinjected_bytes"])),
+    }
     sf = res.subflows
     for s in k["subflows"]:
         if s["token"] != sender["token"] or s["bytes_sent"] < 10_000:
             continue
-        mine = sf[(sf.saddr == s["saddr"]) & (sf.sport == s["sport"]) & (sf.daddr == s["daddr"])
-                  & (sf.dport == s["dport"])]  # fmt: skip
+        mine = sf[
+            (sf.saddr == s["saddr"])
+            & (sf.sport == s["sport"])
+            & (sf.daddr == s["daddr"])
+            & (sf.dport == s["dport"])
+        ]
         if not len(mine):
-            out["subflows"].append({"path": s["path"], "kernel": s["bytes_sent"], "pcap": 0,
-                                    "kernel_retrans": s["tcp_retrans"], "pcap_retrans": 0, "fin_seen": False})  # fmt: skip
+            out["subflows"].append(
+                {
+                    "path": s["path"],
+                    "kernel": s["bytes_sent"],
+                    "pcap": 0,
+                    "kernel_retrans": s["tcp_retrans"],
+                    "pcap_retrans": 0,
+                    "fin_seen": False,
+                }
+            )
             continue
         best = mine.loc[mine["bytes_unique"].idxmax()]
         # retransmissions are visible at the sender (the receiver never sees a lost original)
         at_sender = mine[mine.host == ("server" if s["saddr"] in addrs["server"] else "client")]
-        out["subflows"].append({"path": s["path"], "kernel": s["bytes_sent"], "pcap": int(best["bytes_unique"]),
-                                "kernel_retrans": s["tcp_retrans"],
-                                "pcap_retrans": int(at_sender["retrans_segs"].max()) if len(at_sender) else 0,
-                                "fin_seen": bool(mine["fin_seen"].any())})  # fmt: skip
+        out["subflows"].append(
+            {
+                "path": s["path"],
+                "kernel": s["bytes_sent"],
+                "pcap": int(best["bytes_unique"]),
+                "kernel_retrans": s["tcp_retrans"],
+                "pcap_retrans": int(at_sender["retrans_segs"].max()) if len(at_sender) else 0,
+                "fin_seen": bool(mine["fin_seen"].any()),
+            }
+        )
     return out

@@ -105,8 +105,10 @@ def _img(path: Path, caption: str, pdf: Path, base: Path) -> str:
         rel = pdf.relative_to(base)
     except ValueError:
         rel = pdf
-    return (f"<div class='fig'><img alt='{esc(caption)}' src='data:image/png;base64,{data}'>"
-            f"<div class='cap'>{esc(caption)} &middot; <a href='{esc(rel)}'>PDF</a></div></div>")  # fmt: skip
+    return (
+        f"<div class='fig'><img alt='{esc(caption)}' src='data:image/png;base64,{data}'>"
+        f"<div class='cap'>{esc(caption)} &middot; <a href='{esc(rel)}'>PDF</a></div></div>"
+    )
 
 
 def figure_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[str]:
@@ -115,12 +117,18 @@ def figure_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[
     if wanted:
         return [m for m in wanted if m in runs.columns]
     skip_words = ("bytes_received", "bytes_sent", "analysis_window", "total")
-    work = [c for c in cols if not c.startswith(("k_", "path", "pcap_", "bg_"))
-            and not any(w in c for w in skip_words)]  # fmt: skip
+    work = [
+        c
+        for c in cols
+        if not c.startswith(("k_", "path", "pcap_", "bg_")) and not any(w in c for w in skip_words)
+    ]
     ok = stats.ok_runs(runs)
     work = [c for c in work if pd.to_numeric(ok[c], errors="coerce").nunique() > 1][:3]
-    extra = [c for c in ("k_ofo_bytes_max", "k_reinjected_share", "pcap_hol_delay_mean_ms")
-             if c in cols and pd.to_numeric(ok[c], errors="coerce").notna().any()]  # fmt: skip
+    extra = [
+        c
+        for c in ("k_ofo_bytes_max", "k_reinjected_share", "pcap_hol_delay_mean_ms")
+        if c in cols and pd.to_numeric(ok[c], errors="coerce").notna().any()
+    ]
     return work + extra
 
 
@@ -146,8 +154,10 @@ def _reference(runs: pd.DataFrame, by: str, reference: str | None) -> str | None
     groups = list(dict.fromkeys(stats.ok_runs(runs)[by]))
     if reference is not None:
         if reference not in groups:
-            raise ValueError(f"--reference {reference!r} is not a {by} with ok runs; "
-                             f"allowed: {', '.join(map(str, groups))}")  # fmt: skip
+            raise ValueError(
+                f"--reference {reference!r} is not a {by} with ok runs; "
+                f"allowed: {', '.join(map(str, groups))}"
+            )
         return reference
     return groups[0] if groups else None
 
@@ -185,9 +195,16 @@ def _representative(runs: pd.DataFrame, metric: str | None, by: str) -> list[tup
     return out
 
 
-def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
-          reference: str | None = None, by: str = "variant", do_ingest: bool = True,
-          pcap: bool = True, max_timeseries: int = 8) -> Path:  # fmt: skip
+def build(
+    root: Path,
+    out: Path | None = None,
+    metrics: list[str] | None = None,
+    reference: str | None = None,
+    by: str = "variant",
+    do_ingest: bool = True,
+    pcap: bool = True,
+    max_timeseries: int = 8,
+) -> Path:
     """Write the report; returns the path of the HTML file."""
     root = Path(root)
     if do_ingest:
@@ -202,8 +219,10 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     all_runs = stats.qualify_variants(all_runs)
     runs = all_runs[all_runs["attempt"].isin(["current", "incomplete"])].reset_index(drop=True)
     if by not in runs:
-        raise ValueError(f"--by {by!r} is not a column of the runs table; e.g. variant, scheduler, "
-                         f"{', '.join(c for c in runs.columns if c.startswith('kernel_'))}")  # fmt: skip
+        raise ValueError(
+            f"--by {by!r} is not a column of the runs table; e.g. variant, scheduler, "
+            f"{', '.join(c for c in runs.columns if c.startswith('kernel_'))}"
+        )
     campaigns = []
     for camp in ingest.campaign_dirs(root):
         info, _ = _read(CampaignDir(camp).info)
@@ -219,22 +238,30 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     if metrics:
         missing = [m for m in metrics if m not in runs.columns]
         if missing:
-            raise ValueError(f"--metric {', '.join(missing)}: not a column of the runs table; metrics: "
-                             f"{', '.join(stats.metric_columns(ok))}")  # fmt: skip
-    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>mptlab report: {esc(root.name)}"
-             f"</title><style>{CSS}</style></head><body>"]  # fmt: skip
+            raise ValueError(
+                f"--metric {', '.join(missing)}: not a column of the runs table; metrics: "
+                f"{', '.join(stats.metric_columns(ok))}"
+            )
+    parts = [
+        f"<!doctype html><html><head><meta charset='utf-8'><title>mptlab report: {esc(root.name)}"
+        f"</title><style>{CSS}</style></head><body>"
+    ]
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     exps = sorted({e for e in runs["experiment"].dropna()})
     parts.append(f"<h1>mptlab report: {esc(', '.join(exps) or root.name)}</h1>")
     not_ok = breakdown(runs["status"])
-    parts.append(f"<p class='muted'>{esc(root.resolve())} &middot; generated {stamp} &middot; "
-                 f"{len(runs)} runs, {len(ok)} ok, {len(runs) - len(ok)} not ok"
-                 f"{f' ({esc(not_ok)})' if not_ok else ''}"
-                 f"{f', {len(all_runs) - len(runs)} earlier attempts' if len(all_runs) > len(runs) else ''}"
-                 "</p>")  # fmt: skip
-    parts.append("<p class='muted'>Statistics use the ok runs of each run's current attempt; "
-                 "n is the number of those runs with a value. CIs: 95 % percentile bootstrap of the "
-                 "mean (10000 resamples, seed 0). p: two-sided Mann-Whitney U.</p>")  # fmt: skip
+    parts.append(
+        f"<p class='muted'>{esc(root.resolve())} &middot; generated {stamp} &middot; "
+        f"{len(runs)} runs, {len(ok)} ok, {len(runs) - len(ok)} not ok"
+        f"{f' ({esc(not_ok)})' if not_ok else ''}"
+        f"{f', {len(all_runs) - len(runs)} earlier attempts' if len(all_runs) > len(runs) else ''}"
+        "</p>"
+    )
+    parts.append(
+        "<p class='muted'>Statistics use the ok runs of each run's current attempt; "
+        "n is the number of those runs with a value. CIs: 95 % percentile bootstrap of the "
+        "mean (10000 resamples, seed 0). p: two-sided Mann-Whitney U.</p>"
+    )
     # ---- overview
     parts.append("<h2 id='overview'>Overview</h2>")
     rows = []
@@ -257,8 +284,10 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     key = summ[summ["metric"].isin(fmetrics)]
     if len(key):
         parts.append("<h3>Key metrics</h3>" + _summary_table(key, by))
-    parts.append(f"<details><summary>All {summ['metric'].nunique()} metrics</summary>"
-                 f"{_summary_table(summ, by)}</details>")  # fmt: skip
+    parts.append(
+        f"<details><summary>All {summ['metric'].nunique()} metrics</summary>"
+        f"{_summary_table(summ, by)}</details>"
+    )
     # ---- comparisons
     if ref is not None and fmetrics:
         parts.append(f"<h2 id='compare'>Against the reference <code>{esc(ref)}</code></h2>")
@@ -267,20 +296,45 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
             pw = stats.pairwise(runs, m, ref, by=by)
             for _, r in pw.iterrows():
                 sig = r["p_value"] < 0.05 if math.isfinite(r["p_value"]) else False
-                rows.append([esc(m), esc(r[by]), f"{r['n_a']} / {r['n_b']}", fmt(r["mean_a"]), fmt(r["mean_b"]),
-                             pct(r["rel_diff"]), f"[{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
-                             f"<span class='{'bad' if sig else ''}'>{fmt(r['p_value'], 3)}</span>"])  # fmt: skip
-        parts.append(table(["metric", by, "n ref / n", f"mean {ref}", "mean", "rel. diff", "95 % CI",
-                            "p (MWU)"], rows, left=2))  # fmt: skip
+                rows.append(
+                    [
+                        esc(m),
+                        esc(r[by]),
+                        f"{r['n_a']} / {r['n_b']}",
+                        fmt(r["mean_a"]),
+                        fmt(r["mean_b"]),
+                        pct(r["rel_diff"]),
+                        f"[{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+                        f"<span class='{'bad' if sig else ''}'>{fmt(r['p_value'], 3)}</span>",
+                    ]
+                )
+        parts.append(
+            table(
+                [
+                    "metric",
+                    by,
+                    "n ref / n",
+                    f"mean {ref}",
+                    "mean",
+                    "rel. diff",
+                    "95 % CI",
+                    "p (MWU)",
+                ],
+                rows,
+                left=2,
+            )
+        )
         parts.append(_reps_section(ok, fmetrics[0], by))
     # ---- figures
     parts.append("<h2 id='figures'>Figures</h2>")
     x_col, hue = _matrix_axes(runs, by)
     for m in fmetrics:
         parts.append(f"<h3>{esc(m)}</h3><div class='figs'>")
-        for kind, fig in (("bar", figures.bar_ci(runs, m, x=x_col, hue=hue)),
-                          ("box", figures.box(runs, m, by=by, order=order)),
-                          ("cdf", figures.cdf(runs, m, by=by, order=order))):  # fmt: skip
+        for kind, fig in (
+            ("bar", figures.bar_ci(runs, m, x=x_col, hue=hue)),
+            ("box", figures.box(runs, m, by=by, order=order)),
+            ("cdf", figures.cdf(runs, m, by=by, order=order)),
+        ):
             p = figures.save(fig, fig_dir, f"{kind}-{m}")
             parts.append(_img(p["png"], f"{kind}: {m}", p["pdf"], out.parent))
         parts.append("</div>")
@@ -294,8 +348,10 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     po = ingest.load_table(root, "pcap_ofo")
     ko = ingest.load_table(root, "kernel_ofo")
     if len(ss) or len(mp):
-        parts.append("<h3>Per-subflow time series (the run closest to each variant's median "
-                     f"{esc(fmetrics[0] if fmetrics else '')})</h3><div class='figs'>")  # fmt: skip
+        parts.append(
+            "<h3>Per-subflow time series (the run closest to each variant's median "
+            f"{esc(fmetrics[0] if fmetrics else '')})</h3><div class='figs'>"
+        )
         for g, run_id in _representative(runs, fmetrics[0] if fmetrics else None, by)[
             :max_timeseries
         ]:
@@ -318,8 +374,15 @@ def build(root: Path, out: Path | None = None, metrics: list[str] | None = None,
     parts.append("<h2 id='failed'>Runs not ok (failed, stalled, timeout, ...)</h2>")
     bad = all_runs[all_runs["status"] != "ok"]
     if len(bad):
-        rows = [[esc(r["run_id"]), esc(r["attempt"]), f"<span class='bad'>{esc(r['status'])}</span>",
-                 esc(r.get("reason") or r.get("result_error") or "")] for _, r in bad.iterrows()]  # fmt: skip
+        rows = [
+            [
+                esc(r["run_id"]),
+                esc(r["attempt"]),
+                f"<span class='bad'>{esc(r['status'])}</span>",
+                esc(r.get("reason") or r.get("result_error") or ""),
+            ]
+            for _, r in bad.iterrows()
+        ]
         parts.append(table(["run", "attempt", "status", "reason"], rows, left=4))
     else:
         parts.append("<p class='good'>none: every run finished ok.</p>")
@@ -336,10 +399,23 @@ def _summary_table(summ: pd.DataFrame, by: str) -> str:
     for m, sub in summ.groupby("metric", sort=False):
         for k, (_, r) in enumerate(sub.iterrows()):
             first.append(k == 0)
-            rows.append([f"<b>{esc(m)}</b>" if k == 0 else "", esc(r[by]), str(r["n"]), fmt(r["mean"]),
-                         fmt(r["median"]), fmt(r["std"]), f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]"])  # fmt: skip
-    return table(["metric", by, "n", "mean", "median", "sd", "95 % CI of the mean"], rows, left=2,
-                 row_class=lambda i: "first" if first[i] else "")  # fmt: skip
+            rows.append(
+                [
+                    f"<b>{esc(m)}</b>" if k == 0 else "",
+                    esc(r[by]),
+                    str(r["n"]),
+                    fmt(r["mean"]),
+                    fmt(r["median"]),
+                    fmt(r["std"]),
+                    f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+                ]
+            )
+    return table(
+        ["metric", by, "n", "mean", "median", "sd", "95 % CI of the mean"],
+        rows,
+        left=2,
+        row_class=lambda i: "first" if first[i] else "",
+    )
 
 
 def _reps_section(ok: pd.DataFrame, metric: str, by: str) -> str:
@@ -361,10 +437,12 @@ def _reps_section(ok: pd.DataFrame, metric: str, by: str) -> str:
             continue
         r = stats.reps_needed(eff, cv)
         rows.append([f"{eff:.0%}", str(r["n_t_test"]), str(r["n_mann_whitney"])])
-    return (f"<h3>Repetitions needed for {esc(metric)}</h3><p class='muted'>Per variant, two-sided, "
-            f"alpha 0.05, power 0.8, from the pooled coefficient of variation {cv:.3f} "
-            f"(n = {ns} runs in {len(cvs)} groups).</p>"
-            + table(["relative change", "n (t-test)", "n (Mann-Whitney)"], rows))  # fmt: skip
+    return (
+        f"<h3>Repetitions needed for {esc(metric)}</h3><p class='muted'>Per variant, two-sided, "
+        f"alpha 0.05, power 0.8, from the pooled coefficient of variation {cv:.3f} "
+        f"(n = {ns} runs in {len(cvs)} groups).</p>"
+        + table(["relative change", "n (t-test)", "n (Mann-Whitney)"], rows)
+    )
 
 
 def _pcap_section(runs: pd.DataFrame) -> str:
@@ -379,14 +457,33 @@ def _pcap_section(runs: pd.DataFrame) -> str:
             if k and isinstance(k, float) and math.isfinite(k) and k
             else math.nan
         )
-        rows.append([esc(r["run_id"]), fmt(k), fmt(r["pcap_ofo_bytes_max"]), pct(diff),
-                     fmt(r.get("k_tcp_retrans")), fmt(r.get("pcap_retrans_segs")),
-                     fmt(r.get("k_bytes_reinjected")), fmt(r.get("pcap_reinjected_bytes")),
-                     fmt(r.get("pcap_hol_delay_mean_ms"))])  # fmt: skip
-    return ("<h2 id='pcap'>Packet traces against the kernel counters</h2>"
-            + table(["run", "OFO max (kernel)", "OFO max (pcap)", "diff", "TCP retrans (kernel)",
-                     "retrans segs (pcap)", "reinjected (kernel)", "reinjected (pcap)",
-                     "HOL delay mean ms (pcap)"], rows))  # fmt: skip
+        rows.append(
+            [
+                esc(r["run_id"]),
+                fmt(k),
+                fmt(r["pcap_ofo_bytes_max"]),
+                pct(diff),
+                fmt(r.get("k_tcp_retrans")),
+                fmt(r.get("pcap_retrans_segs")),
+                fmt(r.get("k_bytes_reinjected")),
+                fmt(r.get("pcap_reinjected_bytes")),
+                fmt(r.get("pcap_hol_delay_mean_ms")),
+            ]
+        )
+    return "<h2 id='pcap'>Packet traces against the kernel counters</h2>" + table(
+        [
+            "run",
+            "OFO max (kernel)",
+            "OFO max (pcap)",
+            "diff",
+            "TCP retrans (kernel)",
+            "retrans segs (pcap)",
+            "reinjected (kernel)",
+            "reinjected (pcap)",
+            "HOL delay mean ms (pcap)",
+        ],
+        rows,
+    )
 
 
 def _provenance(root: Path, runs, campaigns, order, by) -> str:
@@ -394,24 +491,39 @@ def _provenance(root: Path, runs, campaigns, order, by) -> str:
     for name, camp in campaigns:
         k = camp.get("kernel") or {}
         inv = camp.get("invocations") or []
-        started = ", ".join(dt.datetime.fromtimestamp(i.get("started", 0), dt.UTC).strftime(
-            "%Y-%m-%d %H:%M UTC") + f" (jobs {i.get('jobs')})" for i in inv)  # fmt: skip
-        rows = [["campaign", esc(name)], ["experiment", esc(", ".join(camp.get("experiment", [])))],
-                ["runs", esc(camp.get("runs"))], ["order seed", esc(camp.get("order_seed"))],
-                ["git commit", f"<code>{esc(camp.get('git_commit'))}</code>"],
-                ["kernel", esc(f"{k.get('kernel_release', '?')} ({k.get('source_package', '')} "
-                               f"{k.get('source_version', '')}, {k.get('arch', '')}), key {k.get('kernel_key', '?')}, "
-                               f"built {k.get('built_at', '?')}")],
-                ["kernel patches", esc(", ".join(k.get("patches", [])))],
-                ["modules", esc(k.get("modules_dir"))], ["invocations", esc(started)]]  # fmt: skip
+        started = ", ".join(
+            dt.datetime.fromtimestamp(i.get("started", 0), dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
+            + f" (jobs {i.get('jobs')})"
+            for i in inv
+        )
+        rows = [
+            ["campaign", esc(name)],
+            ["experiment", esc(", ".join(camp.get("experiment", [])))],
+            ["runs", esc(camp.get("runs"))],
+            ["order seed", esc(camp.get("order_seed"))],
+            ["git commit", f"<code>{esc(camp.get('git_commit'))}</code>"],
+            [
+                "kernel",
+                esc(
+                    f"{k.get('kernel_release', '?')} ({k.get('source_package', '')} "
+                    f"{k.get('source_version', '')}, {k.get('arch', '')}), key {k.get('kernel_key', '?')}, "
+                    f"built {k.get('built_at', '?')}"
+                ),
+            ],
+            ["kernel patches", esc(", ".join(k.get("patches", [])))],
+            ["modules", esc(k.get("modules_dir"))],
+            ["invocations", esc(started)],
+        ]
         parts.append(f"<h3>{esc(name)}</h3>" + table(["", ""], rows, left=2))
         parts.append(
             f"<details><summary>campaign.json</summary><pre>{esc(json.dumps(camp, indent=1))}</pre></details>"
         )
     commits = runs["git_commit"].dropna().unique() if "git_commit" in runs else []
     if len(commits) > 1:
-        parts.append(f"<p class='bad'>runs come from {len(commits)} different commits: "
-                     f"{esc(', '.join(map(str, commits)))}</p>")  # fmt: skip
+        parts.append(
+            f"<p class='bad'>runs come from {len(commits)} different commits: "
+            f"{esc(', '.join(map(str, commits)))}</p>"
+        )
     parts.append("<h3>Per variant: configuration and guest</h3>")
     for g in order:
         sub = runs[runs[by] == g]
@@ -450,8 +562,10 @@ def _nstat_section(root: Path, runs: pd.DataFrame, order: list, by: str) -> str:
     pattern = "|".join(NSTAT_PATTERNS)
     ns = ns[ns["counter"].str.lower().str.contains(pattern) & ns["delta"].fillna(0).ne(0)]
     if not len(ns):
-        return head + "<p class='muted'>none of the drop, prune, OFO, retransmission or " \
-                      "timeout counters moved.</p>"  # fmt: skip
+        return (
+            head + "<p class='muted'>none of the drop, prune, OFO, retransmission or "
+            "timeout counters moved.</p>"
+        )
     per_run = ns.groupby(["run_id", "name"])["delta"].sum().unstack(fill_value=0)
     per_run = per_run.reindex(runs["run_id"], fill_value=0)
     groups = runs.set_index("run_id")[by].reindex(per_run.index)
@@ -461,9 +575,14 @@ def _nstat_section(root: Path, runs: pd.DataFrame, order: list, by: str) -> str:
         sub = per_run[groups == g]
         if len(sub):
             rows.append([esc(g), str(len(sub))] + [fmt(float(sub[n].mean())) for n in names])
-    return head + ("<p class='muted'>Mean change per run (client + server), every run of the "
-                   "current attempt whatever its status; all counters: the nstat table.</p>") + \
-        table([by, "runs", *map(esc, names)], rows, left=1)  # fmt: skip
+    return (
+        head
+        + (
+            "<p class='muted'>Mean change per run (client + server), every run of the "
+            "current attempt whatever its status; all counters: the nstat table.</p>"
+        )
+        + table([by, "runs", *map(esc, names)], rows, left=1)
+    )
 
 
 def unique_values(df: pd.DataFrame, col: str) -> list:

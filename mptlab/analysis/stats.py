@@ -28,14 +28,47 @@ N_BOOT = 10_000
 SEED = 0
 
 # columns of the runs table that describe a run rather than measure it
-ID_COLUMNS = {"run_id", "campaign", "run_dir", "attempt", "experiment", "variant", "repetition",
-              "seed", "status", "reason", "started", "seconds", "boot_status", "git_commit",
-              "timeout_s", "variant_keys", "topology", "paths", "mptcp", "scheduler",
-              "congestion_control", "tcp_path", "workload", "warmup_ms", "result_status",
-              "result_error", "workload_start", "workload_end", "k_token", "path_share_source",
-              "pcap_error", "pcap_packets", "analysis_window_s", "stall_timeout_s",
-              "stall_timeout_setting", "stall_frozen_s", "stall_after_s", "stall_host",
-              "stall_bytes_acked"}  # fmt: skip
+ID_COLUMNS = {
+    "run_id",
+    "campaign",
+    "run_dir",
+    "attempt",
+    "experiment",
+    "variant",
+    "repetition",
+    "seed",
+    "status",
+    "reason",
+    "started",
+    "seconds",
+    "boot_status",
+    "git_commit",
+    "timeout_s",
+    "variant_keys",
+    "topology",
+    "paths",
+    "mptcp",
+    "scheduler",
+    "congestion_control",
+    "tcp_path",
+    "workload",
+    "warmup_ms",
+    "result_status",
+    "result_error",
+    "workload_start",
+    "workload_end",
+    "k_token",
+    "path_share_source",
+    "pcap_error",
+    "pcap_packets",
+    "analysis_window_s",
+    "stall_timeout_s",
+    "stall_timeout_setting",
+    "stall_frozen_s",
+    "stall_after_s",
+    "stall_host",
+    "stall_bytes_acked",
+}
 
 
 def _clean(values) -> np.ndarray:
@@ -57,8 +90,10 @@ class Summary:
         return asdict(self)
 
     def __str__(self) -> str:
-        return (f"n={self.n} mean={_fmt(self.mean)} median={_fmt(self.median)} sd={_fmt(self.std)} "
-                f"{self.conf:.0%} CI [{_fmt(self.ci_low)}, {_fmt(self.ci_high)}]")  # fmt: skip
+        return (
+            f"n={self.n} mean={_fmt(self.mean)} median={_fmt(self.median)} sd={_fmt(self.std)} "
+            f"{self.conf:.0%} CI [{_fmt(self.ci_low)}, {_fmt(self.ci_high)}]"
+        )
 
 
 def _fmt(x: float) -> str:
@@ -77,8 +112,9 @@ def bootstrap(values, stat=np.mean, n_boot: int = N_BOOT, seed: int = SEED) -> n
     return stat(x[idx], axis=1)
 
 
-def bootstrap_ci(values, stat=np.mean, conf: float = CONF, n_boot: int = N_BOOT,
-                 seed: int = SEED) -> tuple[float, float]:  # fmt: skip
+def bootstrap_ci(
+    values, stat=np.mean, conf: float = CONF, n_boot: int = N_BOOT, seed: int = SEED
+) -> tuple[float, float]:
     """Percentile bootstrap confidence interval (NaN for fewer than 2 values)."""
     x = _clean(values)
     if len(x) < 2:
@@ -115,9 +151,11 @@ class Comparison:
         return asdict(self)
 
     def __str__(self) -> str:
-        return (f"n={self.n_a} vs n={self.n_b}: {_pct(self.rel_diff)} "
-                f"({self.conf:.0%} CI [{_pct(self.ci_low)}, {_pct(self.ci_high)}]), "
-                f"Mann-Whitney U={_fmt(self.u)} p={_fmt(self.p_value)}")  # fmt: skip
+        return (
+            f"n={self.n_a} vs n={self.n_b}: {_pct(self.rel_diff)} "
+            f"({self.conf:.0%} CI [{_pct(self.ci_low)}, {_pct(self.ci_high)}]), "
+            f"Mann-Whitney U={_fmt(self.u)} p={_fmt(self.p_value)}"
+        )
 
 
 def _pct(x: float) -> str:
@@ -163,8 +201,13 @@ def min_p_value(n_a: int, n_b: int) -> float:
     return min(1.0, 2 / math.comb(n_a + n_b, n_a))
 
 
-def reps_needed(effect: float, sd: float | None = None, alpha: float = 0.05, power: float = 0.8,
-                max_n: int = 100_000) -> dict:  # fmt: skip
+def reps_needed(
+    effect: float,
+    sd: float | None = None,
+    alpha: float = 0.05,
+    power: float = 0.8,
+    max_n: int = 100_000,
+) -> dict:
     """Repetitions per variant to detect ``effect`` with a two-sided two-sample t-test.
 
     ``effect`` is Cohen's d if ``sd`` is None, else an absolute difference in the
@@ -193,8 +236,15 @@ def reps_needed(effect: float, sd: float | None = None, alpha: float = 0.05, pow
         n += 1
     while n > 2 and achieved(n - 1) >= power:
         n -= 1
-    return {"d": d, "alpha": alpha, "power": power, "n_t_test": n, "n_normal_approx": approx,
-            "n_mann_whitney": math.ceil(n / (3 / math.pi)), "achieved_power": achieved(n)}  # fmt: skip
+    return {
+        "d": d,
+        "alpha": alpha,
+        "power": power,
+        "n_t_test": n,
+        "n_normal_approx": approx,
+        "n_mann_whitney": math.ceil(n / (3 / math.pi)),
+        "achieved_power": achieved(n),
+    }
 
 
 # ------------------------------------------------------------ tables of runs
@@ -245,8 +295,14 @@ def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:
     return runs[keep]
 
 
-def summarize(runs: pd.DataFrame, metrics: list[str] | None = None, by: str = "variant",
-              conf: float = CONF, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:  # fmt: skip
+def summarize(
+    runs: pd.DataFrame,
+    metrics: list[str] | None = None,
+    by: str = "variant",
+    conf: float = CONF,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> pd.DataFrame:
     """One row per (metric, group): n, mean, median, std, CI (ok runs only)."""
     runs = ok_runs(runs)
     metrics = metrics or metric_columns(runs)
@@ -257,12 +313,20 @@ def summarize(runs: pd.DataFrame, metrics: list[str] | None = None, by: str = "v
         for g, sub in runs.groupby(by, sort=False, dropna=False):
             s = describe(sub[m], conf, n_boot, seed)
             rows.append({"metric": m, by: g, **s.as_dict()})
-    return pd.DataFrame(rows, columns=["metric", by, "n", "mean", "median", "std", "ci_low",
-                                       "ci_high", "conf"])  # fmt: skip
+    return pd.DataFrame(
+        rows, columns=["metric", by, "n", "mean", "median", "std", "ci_low", "ci_high", "conf"]
+    )
 
 
-def pairwise(runs: pd.DataFrame, metric: str, reference: str, by: str = "variant",
-             conf: float = CONF, n_boot: int = N_BOOT, seed: int = SEED) -> pd.DataFrame:  # fmt: skip
+def pairwise(
+    runs: pd.DataFrame,
+    metric: str,
+    reference: str,
+    by: str = "variant",
+    conf: float = CONF,
+    n_boot: int = N_BOOT,
+    seed: int = SEED,
+) -> pd.DataFrame:
     """Every group against ``reference`` for one metric."""
     runs = ok_runs(runs)
     ref = runs[runs[by] == reference][metric]

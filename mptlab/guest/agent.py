@@ -313,8 +313,9 @@ def stop_workload(ctx: Context) -> None:
     the processes it started in the client's and the server's namespaces
     (not the traces'), and shut down the sockets it made in this process."""
     mine = {ctx.net.ns(ctx.client), ctx.net.ns(ctx.server)}
-    procs = [p for ns, p in ctx.net.spawned
-             if ns in mine and p not in ctx.procs and p.poll() is None]  # fmt: skip
+    procs = [
+        p for ns, p in ctx.net.spawned if ns in mine and p not in ctx.procs and p.poll() is None
+    ]
     for proc in procs:
         proc.send_signal(signal.SIGTERM)
     n = abort_sockets()

@@ -42,30 +42,72 @@ _RTA = struct.Struct("=HH")
 
 # struct tcp_info (append-only since Linux 4.x; these offsets hold for 6.1 and 6.12)
 TCP_INFO = {
-    "rto": (8, "I"), "unacked": (24, "I"), "sacked": (28, "I"), "lost": (32, "I"),
-    "retrans": (36, "I"), "pmtu": (60, "I"), "srtt_us": (68, "I"), "rttvar_us": (72, "I"),
-    "ssthresh": (76, "I"), "cwnd": (80, "I"), "total_retrans": (100, "I"),
-    "pacing_rate": (104, "Q"), "bytes_acked": (120, "Q"), "bytes_received": (128, "Q"),
-    "notsent_bytes": (144, "I"), "min_rtt_us": (148, "I"), "delivery_rate": (160, "Q"),
-    "bytes_sent": (200, "Q"), "bytes_retrans": (208, "Q"), "snd_wnd": (228, "I"),
-}  # fmt: skip
+    "rto": (8, "I"),
+    "unacked": (24, "I"),
+    "sacked": (28, "I"),
+    "lost": (32, "I"),
+    "retrans": (36, "I"),
+    "pmtu": (60, "I"),
+    "srtt_us": (68, "I"),
+    "rttvar_us": (72, "I"),
+    "ssthresh": (76, "I"),
+    "cwnd": (80, "I"),
+    "total_retrans": (100, "I"),
+    "pacing_rate": (104, "Q"),
+    "bytes_acked": (120, "Q"),
+    "bytes_received": (128, "Q"),
+    "notsent_bytes": (144, "I"),
+    "min_rtt_us": (148, "I"),
+    "delivery_rate": (160, "Q"),
+    "bytes_sent": (200, "Q"),
+    "bytes_retrans": (208, "Q"),
+    "snd_wnd": (228, "I"),
+}
 # struct mptcp_info of Linux 6.12 with the mptlab extension (patch 0002),
 # offsets checked with offsetof() against the patched uapi header.  The
 # connection counters are upstream's: bytes_sent counts new data only,
 # bytes_reinjected is upstream's mptcpi_bytes_retrans (every MPTCP-level
 # re-send); the OFO fields and the scheduler name are appended by mptlab.
 MPTCP_INFO = {
-    "subflows": (0, "B"), "token": (12, "I"), "write_seq": (16, "Q"), "snd_una": (24, "Q"),
-    "rcv_nxt": (32, "Q"), "bytes_reinjected": (48, "Q"), "bytes_sent": (56, "Q"),
-    "bytes_received": (64, "Q"), "bytes_acked": (72, "Q"), "ofo_bytes": (96, "Q"),
-    "ofo_bytes_max": (104, "Q"), "ofo_segs": (112, "I"), "ofo_segs_max": (116, "I"),
-}  # fmt: skip
+    "subflows": (0, "B"),
+    "token": (12, "I"),
+    "write_seq": (16, "Q"),
+    "snd_una": (24, "Q"),
+    "rcv_nxt": (32, "Q"),
+    "bytes_reinjected": (48, "Q"),
+    "bytes_sent": (56, "Q"),
+    "bytes_received": (64, "Q"),
+    "bytes_acked": (72, "Q"),
+    "ofo_bytes": (96, "Q"),
+    "ofo_bytes_max": (104, "Q"),
+    "ofo_segs": (112, "I"),
+    "ofo_segs_max": (116, "I"),
+}
 MPTCP_SCHEDULER = (120, 16)
-SUBFLOW_ATTRS = {1: ("token_rem", "I"), 2: ("token_loc", "I"), 9: ("id_rem", "B"),
-                 10: ("id_loc", "B"), 12: ("mptcp_bytes_sent", "Q"), 13: ("mptcp_bytes_reinjected", "Q")}  # fmt: skip
+SUBFLOW_ATTRS = {
+    1: ("token_rem", "I"),
+    2: ("token_loc", "I"),
+    9: ("id_rem", "B"),
+    10: ("id_loc", "B"),
+    12: ("mptcp_bytes_sent", "Q"),
+    13: ("mptcp_bytes_reinjected", "Q"),
+}
 
-SUBFLOW_COLUMNS = ["t", "saddr", "sport", "daddr", "dport", "state", "token_loc", "token_rem",
-                   "id_loc", "id_rem", *TCP_INFO, "mptcp_bytes_sent", "mptcp_bytes_reinjected"]  # fmt: skip
+SUBFLOW_COLUMNS = [
+    "t",
+    "saddr",
+    "sport",
+    "daddr",
+    "dport",
+    "state",
+    "token_loc",
+    "token_rem",
+    "id_loc",
+    "id_rem",
+    *TCP_INFO,
+    "mptcp_bytes_sent",
+    "mptcp_bytes_reinjected",
+]
 MPTCP_COLUMNS = ["t", "saddr", "sport", "daddr", "dport", *MPTCP_INFO, "scheduler"]
 
 
@@ -114,8 +156,19 @@ class Diag:
     def _dump(self, family: int, protocol: int) -> list[tuple[tuple, int, dict]]:
         self.seq += 1
         proto8 = protocol if protocol < 256 else socket.IPPROTO_TCP
-        req = _REQ.pack(family, proto8, 1 << (INET_DIAG_INFO - 1), 0, 0xFFFFFFFF,
-                        b"\0" * 2, b"\0" * 2, b"\0" * 16, b"\0" * 16, 0, b"\xff" * 8)  # fmt: skip
+        req = _REQ.pack(
+            family,
+            proto8,
+            1 << (INET_DIAG_INFO - 1),
+            0,
+            0xFFFFFFFF,
+            b"\0" * 2,
+            b"\0" * 2,
+            b"\0" * 16,
+            b"\0" * 16,
+            0,
+            b"\xff" * 8,
+        )
         if protocol >= 256:
             req += _RTA.pack(8, INET_DIAG_REQ_PROTOCOL) + struct.pack("=I", protocol)
         msg = _NLMSG.pack(
@@ -162,8 +215,20 @@ def subflow_rows(diag: Diag, now: float) -> list[list]:
                 if akind in SUBFLOW_ATTRS:
                     name, fmt = SUBFLOW_ATTRS[akind]
                     mp[name] = struct.unpack_from("=" + fmt, value)[0]
-        rows.append([round(now, 6), *addrs, state, mp["token_loc"], mp["token_rem"], mp["id_loc"], mp["id_rem"],
-                     *info.values(), mp["mptcp_bytes_sent"], mp["mptcp_bytes_reinjected"]])  # fmt: skip
+        rows.append(
+            [
+                round(now, 6),
+                *addrs,
+                state,
+                mp["token_loc"],
+                mp["token_rem"],
+                mp["id_loc"],
+                mp["id_rem"],
+                *info.values(),
+                mp["mptcp_bytes_sent"],
+                mp["mptcp_bytes_reinjected"],
+            ]
+        )
     return rows
 
 

@@ -67,9 +67,19 @@ BACKOFFS = 5  # timeouts of one segment in a row the margin covers at the minimu
 MARGIN_S = RTO_MIN_S * (2**BACKOFFS - 1)  # 0.2 + 0.4 + 0.8 + 1.6 + 3.2 = 6.2 s
 MPTCP_INFO_FLAGS_OFFSET = 8  # struct mptcp_info.mptcpi_flags (uapi, stable since 5.x)
 MPTCP_INFO_FLAG_FALLBACK = 1
-TCP_STATES = {1: "ESTABLISHED", 2: "SYN_SENT", 3: "SYN_RECV", 4: "FIN_WAIT1", 5: "FIN_WAIT2",
-              6: "TIME_WAIT", 7: "CLOSE", 8: "CLOSE_WAIT", 9: "LAST_ACK", 10: "LISTEN",
-              11: "CLOSING"}  # fmt: skip
+TCP_STATES = {
+    1: "ESTABLISHED",
+    2: "SYN_SENT",
+    3: "SYN_RECV",
+    4: "FIN_WAIT1",
+    5: "FIN_WAIT2",
+    6: "TIME_WAIT",
+    7: "CLOSE",
+    8: "CLOSE_WAIT",
+    9: "LAST_ACK",
+    10: "LISTEN",
+    11: "CLOSING",
+}
 
 
 # ------------------------------------------------------------ the timeout
@@ -343,8 +353,12 @@ def _subflow_words(s: dict, path_of) -> str:
     return " ".join(words[:1]) + ": " + ", ".join(words[1:])
 
 
-def describe(frozen: list[Frozen], mptcp_by_host: dict[str, list[dict]],
-             subflows_by_host: dict[str, list[dict]], path_of=None) -> str:  # fmt: skip
+def describe(
+    frozen: list[Frozen],
+    mptcp_by_host: dict[str, list[dict]],
+    subflows_by_host: dict[str, list[dict]],
+    path_of=None,
+) -> str:
     """The reason, in words: direction, how long the level stood still and
     where, what was outstanding, the receiver's MPTCP OFO queue, the subflows."""
     if not frozen:
@@ -358,12 +372,16 @@ def describe(frozen: list[Frozen], mptcp_by_host: dict[str, list[dict]],
     if c.kind == "mptcp":
         acked = m.get("bytes_acked")
         at = f"{_int(acked)} bytes" if acked not in (None, "") else f"data sequence {f.level}"
-        text = (f"{c.host} -> {to}: MPTCP data level frozen at {at} for {f.seconds:.1f} s with "
-                f"{size(_int(m.get('write_seq')) - _int(m.get('snd_una')))} outstanding")  # fmt: skip
+        text = (
+            f"{c.host} -> {to}: MPTCP data level frozen at {at} for {f.seconds:.1f} s with "
+            f"{size(_int(m.get('write_seq')) - _int(m.get('snd_una')))} outstanding"
+        )
         if peer:
             r = peer[1]
-            text += (f"; receiver's MPTCP OFO queue {size(_int(r.get('ofo_bytes')))} "
-                     f"({_int(r.get('ofo_segs'))} segments, max {size(_int(r.get('ofo_bytes_max')))})")  # fmt: skip
+            text += (
+                f"; receiver's MPTCP OFO queue {size(_int(r.get('ofo_bytes')))} "
+                f"({_int(r.get('ofo_segs'))} segments, max {size(_int(r.get('ofo_bytes_max')))})"
+            )
         else:
             text += "; receiver's MPTCP socket not seen"
         token = _int(m.get("token"))
@@ -377,8 +395,10 @@ def describe(frozen: list[Frozen], mptcp_by_host: dict[str, list[dict]],
         elif c.host in subflows_by_host:  # read, and none of them is this connection's
             text += "; no subflow left"
     else:
-        text = (f"{c.host} -> {to}: TCP data level frozen at {f.level} bytes acked for {f.seconds:.1f} s "
-                f"(TCP {_subflow_words(m, path_of)})")  # fmt: skip
+        text = (
+            f"{c.host} -> {to}: TCP data level frozen at {f.level} bytes acked for {f.seconds:.1f} s "
+            f"(TCP {_subflow_words(m, path_of)})"
+        )
     if len(frozen) > 1:
         text += f" (and {len(frozen) - 1} more connection(s) frozen)"
     return text
@@ -394,10 +414,20 @@ def _mptcp_records(diag, now: float) -> list[dict]:
         if state == s.TCP_LISTEN or s.INET_DIAG_INFO not in attrs:
             continue
         blob = attrs[s.INET_DIAG_INFO]
-        rec = {"t": round(now, 6), "saddr": addrs[0], "sport": addrs[1], "daddr": addrs[2],
-               "dport": addrs[3], "state": state, **s._fields(blob, s.MPTCP_INFO)}  # fmt: skip
-        flags = (struct.unpack_from("=I", blob, MPTCP_INFO_FLAGS_OFFSET)[0]
-                 if len(blob) >= MPTCP_INFO_FLAGS_OFFSET + 4 else 0)  # fmt: skip
+        rec = {
+            "t": round(now, 6),
+            "saddr": addrs[0],
+            "sport": addrs[1],
+            "daddr": addrs[2],
+            "dport": addrs[3],
+            "state": state,
+            **s._fields(blob, s.MPTCP_INFO),
+        }
+        flags = (
+            struct.unpack_from("=I", blob, MPTCP_INFO_FLAGS_OFFSET)[0]
+            if len(blob) >= MPTCP_INFO_FLAGS_OFFSET + 4
+            else 0
+        )
         rec["fallback"] = bool(flags & MPTCP_INFO_FLAG_FALLBACK)
         out.append(rec)
     return out
@@ -423,8 +453,10 @@ def memory_diagnosis(nstat_result: dict, tcp_mem_peak: int, tcp_mem: list[int] |
         return ""
     words = []
     if pruned:
-        words.append(f"the MPTCP receiver dropped {pruned} segments for lack of TCP memory "
-                     "(MPTcpExt RcvPruned)")  # fmt: skip
+        words.append(
+            f"the MPTCP receiver dropped {pruned} segments for lack of TCP memory "
+            "(MPTcpExt RcvPruned)"
+        )
     if pressures:
         words.append(f"TCP memory pressure began {pressures} times")
     if tcp_mem and tcp_mem_peak:
@@ -438,9 +470,18 @@ class Watchdog:
     connection stalled; ``reason`` and ``info`` say what happened and
     ``snapshot_path`` holds the state at that moment."""
 
-    def __init__(self, namespaces: dict[str, str], timeout_s: float, snapshot_path: Path,
-                 poll_s: float = POLL_S, path_of=None, extra_snapshot=None, log=None,
-                 how: dict | None = None, mptcp: bool = True):  # fmt: skip
+    def __init__(
+        self,
+        namespaces: dict[str, str],
+        timeout_s: float,
+        snapshot_path: Path,
+        poll_s: float = POLL_S,
+        path_of=None,
+        extra_snapshot=None,
+        log=None,
+        how: dict | None = None,
+        mptcp: bool = True,
+    ):
         self.namespaces = namespaces
         self.diags = {}
         for host, ns in namespaces.items():
@@ -497,8 +538,9 @@ class Watchdog:
                 self.last = (mptcp, subflows)
                 self.polls += 1
                 self._sample_tcp_mem()
-                conns = [c for h in self.diags
-                         for c in connections(h, mptcp[h], subflows.get(h, []))]  # fmt: skip
+                conns = [
+                    c for h in self.diags for c in connections(h, mptcp[h], subflows.get(h, []))
+                ]
                 frozen = self.detector.update(time.monotonic(), conns)
                 if frozen:
                     if not subflows:  # the subflows, for the words
@@ -541,7 +583,7 @@ class Watchdog:
                     **{k: x.conn.fields.get(k) for k in ("saddr", "sport", "daddr", "dport")},
                 }
                 for x in frozen
-            ],  # fmt: skip
+            ],
             "snapshot": str(self.snapshot_path.name),
         }
         self.log(f"stall: {self.reason}")
@@ -566,8 +608,12 @@ class Watchdog:
         ss = {}
         for host, ns in self.namespaces.items():  # once per run: a process each is affordable
             try:
-                proc = subprocess.run(["ip", "netns", "exec", ns, "ss", "-tinmM"],
-                                      capture_output=True, text=True, timeout=10)  # fmt: skip
+                proc = subprocess.run(
+                    ["ip", "netns", "exec", ns, "ss", "-tinmM"],
+                    capture_output=True,
+                    text=True,
+                    timeout=10,
+                )
                 ss[host] = proc.stdout + proc.stderr
             except (OSError, subprocess.TimeoutExpired) as exc:
                 ss[host] = f"ss failed: {exc}"

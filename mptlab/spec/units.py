@@ -16,18 +16,18 @@ from typing import Annotated, Any
 _NUM = r"([-+]?[0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 
 _RATE_UNITS = {
-    "bit": 1e-6, "bps": 1e-6,
-    "kbit": 1e-3, "kbps": 1e-3, "kbit/s": 1e-3,
-    "mbit": 1.0, "mbps": 1.0, "mbit/s": 1.0,
-    "gbit": 1e3, "gbps": 1e3, "gbit/s": 1e3,
-}  # fmt: skip
+    **dict.fromkeys(("bit", "bps"), 1e-6),
+    **dict.fromkeys(("kbit", "kbps", "kbit/s"), 1e-3),
+    **dict.fromkeys(("mbit", "mbps", "mbit/s"), 1.0),
+    **dict.fromkeys(("gbit", "gbps", "gbit/s"), 1e3),
+}
 _TIME_UNITS = {"us": 1e-3, "ms": 1.0, "s": 1e3, "min": 60e3}
 _SIZE_UNITS = {
-    "b": 1, "": 1,
-    "kb": 1000, "mb": 1000**2, "gb": 1000**3,
-    "kib": 1024, "mib": 1024**2, "gib": 1024**3,
-    "k": 1024, "m": 1024**2, "g": 1024**3,
-}  # fmt: skip
+    **dict.fromkeys(("b", ""), 1),
+    **{"kb": 1000, "mb": 1000**2, "gb": 1000**3},
+    **{"kib": 1024, "mib": 1024**2, "gib": 1024**3},
+    **{"k": 1024, "m": 1024**2, "g": 1024**3},
+}
 
 
 def _split(value, what: str, units: dict, example: str) -> tuple[float, str]:

@@ -168,8 +168,15 @@ def make_flows(
                 frng = random.Random(fseed)
                 rtt = max(base_rtt_ms.get(pair, 0.0), frng.uniform(*entry.rtt))
                 size = entry.packet_size
-                flow = Flow(entry=e + 1, pair=pair, kind=kind, port=BASE_PORT + len(flows), seed=fseed,
-                            rtt_ms=rtt, size=size)  # fmt: skip
+                flow = Flow(
+                    entry=e + 1,
+                    pair=pair,
+                    kind=kind,
+                    port=BASE_PORT + len(flows),
+                    seed=fseed,
+                    rtt_ms=rtt,
+                    size=size,
+                )
                 if kind == "tcp":
                     flow.pps = entry.tcp_pps
                     flow.periods = [(0.0, horizon_s)]
@@ -351,15 +358,25 @@ def start(ctx) -> None:
         recv = ctx.net.popen(pair.receiver, ["ITGRecv"], stdout=out, stderr=subprocess.STDOUT)
         state["recv"].append((recv, out))
         wait_listening(ctx.net.ns(pair.receiver), SIGNAL_PORT, recv)
-        state["pairs"][n] = {"sender": pair.sender, "receiver": pair.receiver, "path": pair.path,
-                             "dev_s": dev_s, "dev_r": dev_r}  # fmt: skip
+        state["pairs"][n] = {
+            "sender": pair.sender,
+            "receiver": pair.receiver,
+            "path": pair.path,
+            "dev_s": dev_s,
+            "dev_r": dev_r,
+        }
         for k in range(0, len(mine), MAX_FLOWS_PER_SENDER):
             script = files / f"pair{n}-{k // MAX_FLOWS_PER_SENDER}.itg"
-            script.write_text("".join(itgsend_line(f, dest, files, horizon_ms) + "\n"
-                                      for f in mine[k : k + MAX_FLOWS_PER_SENDER]))  # fmt: skip
+            script.write_text(
+                "".join(
+                    itgsend_line(f, dest, files, horizon_ms) + "\n"
+                    for f in mine[k : k + MAX_FLOWS_PER_SENDER]
+                )
+            )
             out = open(ctx.trace_dir / f"ditg-bg{n}-send{k // MAX_FLOWS_PER_SENDER}.out", "w")  # noqa: SIM115
-            send = ctx.net.popen(pair.sender, ["ITGSend", str(script)],
-                                 stdout=out, stderr=subprocess.STDOUT)  # fmt: skip
+            send = ctx.net.popen(
+                pair.sender, ["ITGSend", str(script)], stdout=out, stderr=subprocess.STDOUT
+            )
             state["send"].append((send, out))
         ctx.log(f"background: pair {n} ({pair.sender} -> {pair.receiver}): {len(mine)} flows")
     state["t_launch"] = time.time()
@@ -387,7 +404,7 @@ def _write_schedule(ctx, flows: list[Flow], state: dict) -> None:
                 "packets": len(f.times),
                 "bytes": sum(f.sizes),
                 "extra_delay_ms": state["rtt"].get(f.pair, {}).get(f.port, 0.0),
-            }  # fmt: skip
+            }
             for f in flows
         ],
     }
@@ -399,8 +416,13 @@ def stop(ctx) -> dict:
     if state is None:
         return {}
     t_stop = time.time()
-    after = {n: (_counters(ctx.net.ns(i["sender"]), i["dev_s"]), _counters(ctx.net.ns(i["receiver"]), i["dev_r"]))
-             for n, i in state["pairs"].items()}  # fmt: skip
+    after = {
+        n: (
+            _counters(ctx.net.ns(i["sender"]), i["dev_s"]),
+            _counters(ctx.net.ns(i["receiver"]), i["dev_r"]),
+        )
+        for n, i in state["pairs"].items()
+    }
     for proc, out in state["send"]:
         stop_proc(proc, signal.SIGKILL, timeout=5)  # ITGSend's own shutdown takes ~1 s per flow
         out.close()
@@ -426,8 +448,10 @@ def stop(ctx) -> dict:
         scheduled = sum(scheduled_bytes(f, t0, t1) for f in mine)
         ratio = sent / scheduled if scheduled else None
         if ratio is not None and abs(ratio - 1) > LOAD_TOLERANCE:
-            ctx.log(f"background: pair {n} sent {ratio:.2f} x its schedule (D-ITG does not catch up "
-                    "after the guest was descheduled: an overloaded host?)")  # fmt: skip
+            ctx.log(
+                f"background: pair {n} sent {ratio:.2f} x its schedule (D-ITG does not catch up "
+                "after the guest was descheduled: an overloaded host?)"
+            )
         pairs_out.append(
             {
                 "pair": n,

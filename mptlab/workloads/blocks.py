@@ -73,8 +73,9 @@ def _receiver(sock: socket.socket, size: int, out: dict) -> None:
     out["arrivals"] = arrivals
 
 
-def block_metrics(arrivals: list[tuple[int, float, float]], sent: int, warmup_s: float, t0: float,
-                  block_size: int) -> dict:  # fmt: skip
+def block_metrics(
+    arrivals: list[tuple[int, float, float]], sent: int, warmup_s: float, t0: float, block_size: int
+) -> dict:
     start = t0 + warmup_s
     rows = [(i, due, rx) for i, due, rx in arrivals if due >= start - 1e-9]
     delays = [(rx - due) * 1000 for _, due, rx in rows]
@@ -102,8 +103,10 @@ def run(ctx) -> dict:
     got: dict = {}
     ctx.mark("workload_start")
     t0 = time.time() + 0.05
-    threads = [threading.Thread(target=_sender, args=(snd, p, t0, sent)),
-               threading.Thread(target=_receiver, args=(rcv, p.block_size, got))]  # fmt: skip
+    threads = [
+        threading.Thread(target=_sender, args=(snd, p, t0, sent)),
+        threading.Thread(target=_receiver, args=(rcv, p.block_size, got)),
+    ]
     for t in threads:
         t.start()
     for t in threads:

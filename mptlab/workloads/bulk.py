@@ -48,8 +48,12 @@ def run(ctx) -> dict:
     dest, bind = _endpoints(ctx)
     prefix = mptcpize(ctx)
     server_log = open(ctx.trace_dir / "iperf3-server.json", "w")  # noqa: SIM115
-    server = ctx.net.popen(ctx.server, prefix + ["iperf3", "-s", "-1", "-p", str(PORT), "-J"],
-                           stdout=server_log, stderr=subprocess.STDOUT)  # fmt: skip
+    server = ctx.net.popen(
+        ctx.server,
+        prefix + ["iperf3", "-s", "-1", "-p", str(PORT), "-J"],
+        stdout=server_log,
+        stderr=subprocess.STDOUT,
+    )
     ctx.net.wait_listening(ctx.server, PORT)
     ctx.mark("workload_start")
     client_cmd = command(ctx, dest, bind)
@@ -71,15 +75,17 @@ def run(ctx) -> dict:
     )
     # goodput is what the receiver saw: the client downloads, the server receives uploads
     report = client if ctx.workload.direction == "download" else server_report
-    error = iperf3_error(client, server_report if report is server_report else None,
-                         proc.returncode, err)  # fmt: skip
+    error = iperf3_error(
+        client, server_report if report is server_report else None, proc.returncode, err
+    )
     if error:
         raise WorkloadError(error, metrics=_partial(report, ctx.config.warmup / 1000))
     return metrics(report, ctx.config.warmup / 1000)
 
 
-def iperf3_error(client: dict | str, receiver: dict | str | None, returncode: int,
-                 stderr: str = "") -> str | None:  # fmt: skip
+def iperf3_error(
+    client: dict | str, receiver: dict | str | None, returncode: int, stderr: str = ""
+) -> str | None:
     """Why iperf3 failed, in its own words, or None.  iperf3 puts the reason
     in its JSON report's ``error`` ("idle timeout for receiving data",
     "unable to connect to server: ...", "interrupt - the client has
@@ -93,8 +99,9 @@ def iperf3_error(client: dict | str, receiver: dict | str | None, returncode: in
     if isinstance(client, str):
         return f"{client} (exit status {returncode}{'; ' + tail if tail else ''})"
     if returncode != 0:
-        return (f"iperf3 client exited with {returncode} without an error in its report"
-                + (f" ({tail})" if tail else ""))  # fmt: skip
+        return f"iperf3 client exited with {returncode} without an error in its report" + (
+            f" ({tail})" if tail else ""
+        )
     if isinstance(receiver, str):
         return receiver
     return None
@@ -142,8 +149,11 @@ def metrics(report: dict, warmup_s: float) -> dict:
     if received is None:  # interrupted: the intervals are all there is
         total = sum(iv.get("bytes", 0) for iv in intervals)
         seconds = max((iv.get("end", 0) for iv in intervals), default=0)
-        received = {"bytes": total, "seconds": seconds,
-                    "bits_per_second": total * 8 / seconds if seconds else 0.0}  # fmt: skip
+        received = {
+            "bytes": total,
+            "seconds": seconds,
+            "bits_per_second": total * 8 / seconds if seconds else 0.0,
+        }
     return {
         "goodput_mbps": window_bytes * 8 / window_s / 1e6 if window_s > 0 else None,
         "goodput_total_mbps": received.get("bits_per_second", 0.0) / 1e6,

@@ -152,8 +152,16 @@ def write_frames(path, records: list[dict]) -> None:
         w = csv.writer(fh)
         w.writerow(["flow", "seq", "tx", "rx", "delay_ms", "size"])
         for r in records:
-            w.writerow([r["flow"], r["seq"], f"{r['tx']:.6f}", f"{r['rx']:.6f}",
-                        f"{(r['rx'] - r['tx']) * 1000:.3f}", r["size"]])  # fmt: skip
+            w.writerow(
+                [
+                    r["flow"],
+                    r["seq"],
+                    f"{r['tx']:.6f}",
+                    f"{r['rx']:.6f}",
+                    f"{(r['rx'] - r['tx']) * 1000:.3f}",
+                    r["size"],
+                ]
+            )
 
 
 # ------------------------------------------------------------------ run
@@ -172,8 +180,12 @@ def run(ctx) -> dict:
     prefix = mptcpize(ctx)
     recv_log, send_log = ctx.trace_dir / "ditg-cbr-recv.log", ctx.trace_dir / "ditg-cbr-send.log"
     recv_out = open(ctx.trace_dir / "ditg-cbr-recv.out", "w")  # noqa: SIM115
-    itgrecv = ctx.net.popen(receiver, prefix + ["ITGRecv", "-l", str(recv_log)],
-                            stdout=recv_out, stderr=subprocess.STDOUT)  # fmt: skip
+    itgrecv = ctx.net.popen(
+        receiver,
+        prefix + ["ITGRecv", "-l", str(recv_log)],
+        stdout=recv_out,
+        stderr=subprocess.STDOUT,
+    )
     try:
         wait_listening(ctx.net.ns(receiver), SIGNAL_PORT, itgrecv)
         args = ["ITGSend", "-T", "TCP", "-a", dest, "-rp", str(DATA_PORT)]

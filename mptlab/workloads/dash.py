@@ -81,8 +81,18 @@ def write_segments(path: Path, session: dash_player.Session) -> None:
             ]
         )
         for s in session.segments:
-            w.writerow([s.number, s.rep, s.bitrate, s.size, f"{s.request:.6f}", f"{s.end:.6f}",
-                        f"{s.buffer_before:.4f}", f"{s.throughput / 1e6:.4f}"])  # fmt: skip
+            w.writerow(
+                [
+                    s.number,
+                    s.rep,
+                    s.bitrate,
+                    s.size,
+                    f"{s.request:.6f}",
+                    f"{s.end:.6f}",
+                    f"{s.buffer_before:.4f}",
+                    f"{s.throughput / 1e6:.4f}",
+                ]
+            )
 
 
 def run(ctx) -> dict:

@@ -166,8 +166,16 @@ def run(ctx) -> dict:
         w.writerow(["frame", "type", "bytes", "capture", "complete", "delay_ms"])
         for i, f in enumerate(frames):
             cap, done = arrivals.get(i, (None, None))
-            w.writerow([i, f["type"], f["size"], f"{cap:.6f}" if cap else "", f"{done:.6f}" if done else "",
-                        f"{(done - cap) * 1000:.3f}" if done else ""])  # fmt: skip
+            w.writerow(
+                [
+                    i,
+                    f["type"],
+                    f["size"],
+                    f"{cap:.6f}" if cap else "",
+                    f"{done:.6f}" if done else "",
+                    f"{(done - cap) * 1000:.3f}" if done else "",
+                ]
+            )
     metrics = frame_metrics(frames, arrivals, p.playout_delay / 1000)
     span = max((d for _, d in arrivals.values()), default=0) - min(
         (c for c, _ in arrivals.values()), default=0

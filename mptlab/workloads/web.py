@@ -165,9 +165,9 @@ def _parse_har(har: dict) -> tuple[float, list[Fetch]]:
 
 def load_h2(ctx, dest: str, k: int) -> tuple[float, list[Fetch]]:
     har_path = ctx.trace_dir / f"nghttp-{k}.har"
-    args = mptcpize(ctx) + ["nghttp", "-a", "-n", "-s", "-r", str(har_path),
-                            "-w", str(H2_WINDOW_BITS), "-W", str(H2_CONN_WINDOW_BITS),
-                            "-t", "120", f"http://{dest}:{H2_PORT}/index.html"]  # fmt: skip
+    args = mptcpize(ctx) + ["nghttp", "-a", "-n", "-s", "-r", str(har_path), "-t", "120"]
+    args += ["-w", str(H2_WINDOW_BITS), "-W", str(H2_CONN_WINDOW_BITS)]
+    args += [f"http://{dest}:{H2_PORT}/index.html"]
     proc = ctx.net.popen(
         ctx.client, args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

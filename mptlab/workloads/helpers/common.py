@@ -128,10 +128,14 @@ def summary(values: list[float], prefix: str, unit: str = "ms", scale: float = 1
     mean = sum(v) / n if n else None
     std = math.sqrt(sum((x - mean) ** 2 for x in v) / (n - 1)) if n > 1 else (0.0 if n else None)
     for key, value in (
-        ("mean", mean), ("median", percentile(v, 50)), ("p95", percentile(v, 95)),
-        ("p99", percentile(v, 99)), ("min", min(v) if v else None), ("max", max(v) if v else None),
+        ("mean", mean),
+        ("median", percentile(v, 50)),
+        ("p95", percentile(v, 95)),
+        ("p99", percentile(v, 99)),
+        ("min", min(v) if v else None),
+        ("max", max(v) if v else None),
         ("std", std),
-    ):  # fmt: skip
+    ):
         out[f"{prefix}_{key}_{unit}"] = value
     return out
 

@@ -262,7 +262,7 @@ class Session:
                 sum(abs(b - a) for a, b in zip(rates, rates[1:], strict=False)) / switches / 1e6
                 if switches
                 else 0.0
-            ),  # fmt: skip
+            ),
             "stalls": len(self.stalls),
             "stall_s": sum(d for _, d in self.stalls),
             "startup_delay_s": self.startup_delay,
@@ -273,7 +273,7 @@ class Session:
                 sum(s.size for s in seg) * 8 / sum(s.end - s.request for s in seg) / 1e6
                 if seg
                 else None
-            ),  # fmt: skip
+            ),
             "session_s": self.duration,
             "bitrates_mbps": [r / 1e6 for r in rates],
             "throughputs_mbps": [round(s.throughput / 1e6, 4) for s in seg],
@@ -285,8 +285,15 @@ class Player:
     """``fetch(url, keep) -> (size, body or None)`` downloads (blocking; the
     body only when ``keep``); times come from ``clock``."""
 
-    def __init__(self, fetch: Callable[[str, bool], tuple[int, bytes | None]], algo, clock=None, max_buffer_s: float = 30.0,
-                 startup_s: float = 4.0, log: Callable[[str], None] | None = None):  # fmt: skip
+    def __init__(
+        self,
+        fetch: Callable[[str, bool], tuple[int, bytes | None]],
+        algo,
+        clock=None,
+        max_buffer_s: float = 30.0,
+        startup_s: float = 4.0,
+        log: Callable[[str], None] | None = None,
+    ):
         if startup_s <= 0 or max_buffer_s < startup_s:
             raise ValueError("need 0 < startup <= max_buffer")
         self.fetch = fetch
@@ -363,8 +370,10 @@ class Player:
             )
             self._added(end, manifest.segment_s, session)
             current = choice
-            self.log(f"dash: seg {i + 1}/{n_total} rep {choice} ({rep.bandwidth / 1e6:.3f} Mbit/s) "
-                     f"{size} B in {seconds:.3f} s, buffer {self._buffer:.2f} s")  # fmt: skip
+            self.log(
+                f"dash: seg {i + 1}/{n_total} rep {choice} ({rep.bandwidth / 1e6:.3f} Mbit/s) "
+                f"{size} B in {seconds:.3f} s, buffer {self._buffer:.2f} s"
+            )
         end = self.clock.now() - t0
         self._advance(end, session)
         if not self._playing:  # everything is downloaded: what is buffered plays now

@@ -158,8 +158,16 @@ class Connection:
                 body += view[:n]
             got += n
         end = time.time()
-        return Fetch(path, status, length, start, first or end, end, self.index,
-                     bytes(body) if keep else None)  # fmt: skip
+        return Fetch(
+            path,
+            status,
+            length,
+            start,
+            first or end,
+            end,
+            self.index,
+            bytes(body) if keep else None,
+        )
 
     def close(self) -> None:
         with contextlib.suppress(OSError):

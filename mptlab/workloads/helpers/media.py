@@ -62,8 +62,13 @@ def _run(cmd: list[str], cwd: Path) -> None:
 
 # ------------------------------------------------------------------ DASH
 def dash_inputs(duration_s: float, segment_s: float, ladder_kbps: list[int], fps: int) -> dict:
-    return {"duration_s": duration_s, "segment_s": segment_s, "ladder_kbps": sorted(ladder_kbps),
-            "fps": fps, "source": SOURCE}  # fmt: skip
+    return {
+        "duration_s": duration_s,
+        "segment_s": segment_s,
+        "ladder_kbps": sorted(ladder_kbps),
+        "fps": fps,
+        "source": SOURCE,
+    }
 
 
 def _encode_dash(tmp: Path, inputs: dict) -> None:
@@ -76,20 +81,21 @@ def _encode_dash(tmp: Path, inputs: dict) -> None:
     split += ";".join(
         f"[s{i}]scale={resolution(k)[0]}:{resolution(k)[1]}[v{i}]" for i, k in enumerate(ladder)
     )
-    cmd = [_ffmpeg(), "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi",
-           "-i", f"{SOURCE}=size={top_w}x{top_h}:rate={fps}", "-t", f"{inputs['duration_s']:g}",
-           "-filter_complex", split]  # fmt: skip
+    cmd = [_ffmpeg(), "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi"]
+    cmd += ["-i", f"{SOURCE}=size={top_w}x{top_h}:rate={fps}", "-t", f"{inputs['duration_s']:g}"]
+    cmd += ["-filter_complex", split]
     for i in range(n):
         cmd += ["-map", f"[v{i}]"]
-    cmd += ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p",
-            "-x264-params", f"keyint={gop}:min-keyint={gop}:scenecut=0:nal-hrd=cbr"]  # fmt: skip
+    cmd += ["-c:v", "libx264", "-preset", "ultrafast", "-pix_fmt", "yuv420p"]
+    cmd += ["-x264-params", f"keyint={gop}:min-keyint={gop}:scenecut=0:nal-hrd=cbr"]
     for i, k in enumerate(ladder):
-        cmd += [f"-b:v:{i}", f"{k}k", f"-maxrate:v:{i}", f"{k}k", f"-minrate:v:{i}", f"{k}k",
-                f"-bufsize:v:{i}", f"{k}k"]  # fmt: skip
-    cmd += ["-f", "dash", "-seg_duration", f"{inputs['segment_s']:g}", "-use_template", "1",
-            "-use_timeline", "0", "-init_seg_name", "init-$RepresentationID$.m4s",
-            "-media_seg_name", "seg-$RepresentationID$-$Number$.m4s",
-            "-adaptation_sets", "id=0,streams=v", "ffmpeg.mpd"]  # fmt: skip
+        for option in ("b", "maxrate", "minrate", "bufsize"):
+            cmd += [f"-{option}:v:{i}", f"{k}k"]
+    cmd += ["-f", "dash", "-seg_duration", f"{inputs['segment_s']:g}"]
+    cmd += ["-use_template", "1", "-use_timeline", "0"]
+    cmd += ["-init_seg_name", "init-$RepresentationID$.m4s"]
+    cmd += ["-media_seg_name", "seg-$RepresentationID$-$Number$.m4s"]
+    cmd += ["-adaptation_sets", "id=0,streams=v", "ffmpeg.mpd"]
     _run(cmd, tmp)
     reps = []
     for i, k in enumerate(ladder):
@@ -99,9 +105,17 @@ def _encode_dash(tmp: Path, inputs: dict) -> None:
             sizes.append((tmp / f"seg-{i}-{j}.m4s").stat().st_size)
             j += 1
         w, h = resolution(k)
-        reps.append({"id": str(i), "bandwidth": k * 1000, "width": w, "height": h,
-                     "init": f"init-{i}.m4s", "init_size": (tmp / f"init-{i}.m4s").stat().st_size,
-                     "sizes": sizes})  # fmt: skip
+        reps.append(
+            {
+                "id": str(i),
+                "bandwidth": k * 1000,
+                "width": w,
+                "height": h,
+                "init": f"init-{i}.m4s",
+                "init_size": (tmp / f"init-{i}.m4s").stat().st_size,
+                "sizes": sizes,
+            }
+        )
     ffmpeg_mpd = (tmp / "ffmpeg.mpd").read_text()
     for r in reps:
         m = re.search(rf'<Representation id="{r["id"]}"[^>]*codecs="([^"]+)"', ffmpeg_mpd)
@@ -147,37 +161,57 @@ def prepare_dash(
     inputs = dash_inputs(duration_s, segment_s, ladder_kbps, fps)
     root = build_once(content_dir("dash", inputs), lambda tmp: _encode_dash(tmp, inputs))
     content = json.loads((root / "content.json").read_text())
-    return {"root": str(root), "mpd": "manifest.mpd",
-            "segments": len(content["representations"][0]["sizes"]),
-            "ladder_kbps": inputs["ladder_kbps"]}  # fmt: skip
+    return {
+        "root": str(root),
+        "mpd": "manifest.mpd",
+        "segments": len(content["representations"][0]["sizes"]),
+        "ladder_kbps": inputs["ladder_kbps"],
+    }
 
 
 # ------------------------------------------------------------------ live
 def live_inputs(duration_s: float, kbps: int, fps: int, gop: int, bframes: int) -> dict:
-    return {"duration_s": duration_s, "kbps": kbps, "fps": fps, "gop": gop, "bframes": bframes,
-            "source": SOURCE, "size": "1280x720"}  # fmt: skip
+    return {
+        "duration_s": duration_s,
+        "kbps": kbps,
+        "fps": fps,
+        "gop": gop,
+        "bframes": bframes,
+        "source": SOURCE,
+        "size": "1280x720",
+    }
 
 
 def _encode_live(tmp: Path, inputs: dict) -> None:
     k, gop = inputs["kbps"], inputs["gop"]
-    cmd = [_ffmpeg(), "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi",
-           "-i", f"{SOURCE}=size={inputs['size']}:rate={inputs['fps']}", "-t", f"{inputs['duration_s']:g}",
-           "-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p",
-           "-x264-params", f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={inputs['bframes']}:nal-hrd=cbr",
-           "-b:v", f"{k}k", "-maxrate", f"{k}k", "-minrate", f"{k}k", "-bufsize", f"{k // 2}k",
-           "-f", "h264", "stream.h264"]  # fmt: skip
+    size, fps, bframes = inputs["size"], inputs["fps"], inputs["bframes"]
+    cmd = [_ffmpeg(), "-hide_banner", "-loglevel", "error", "-y", "-f", "lavfi"]
+    cmd += ["-i", f"{SOURCE}=size={size}:rate={fps}", "-t", f"{inputs['duration_s']:g}"]
+    cmd += ["-c:v", "libx264", "-preset", "veryfast", "-pix_fmt", "yuv420p"]
+    cmd += [
+        "-x264-params",
+        f"keyint={gop}:min-keyint={gop}:scenecut=0:bframes={bframes}:nal-hrd=cbr",
+    ]
+    cmd += ["-b:v", f"{k}k", "-maxrate", f"{k}k", "-minrate", f"{k}k", "-bufsize", f"{k // 2}k"]
+    cmd += ["-f", "h264", "stream.h264"]
     _run(cmd, tmp)
-    probe = shutil.which("ffprobe") or "ffprobe"
-    packets = json.loads(subprocess.run(
-        [probe, "-v", "error", "-show_packets", "-show_entries", "packet=pos,size,flags", "-of", "json",
-         "stream.h264"], cwd=tmp, capture_output=True, text=True, check=True).stdout)["packets"]  # fmt: skip
-    frames = json.loads(subprocess.run(
-        [probe, "-v", "error", "-show_frames", "-show_entries", "frame=pict_type,pkt_pos", "-of", "json",
-         "stream.h264"], cwd=tmp, capture_output=True, text=True, check=True).stdout)["frames"]  # fmt: skip
+    packets = _probe(tmp, ["-show_packets", "-show_entries", "packet=pos,size,flags"])["packets"]
+    frames = _probe(tmp, ["-show_frames", "-show_entries", "frame=pict_type,pkt_pos"])["frames"]
     types = {int(f["pkt_pos"]): f["pict_type"] for f in frames if "pkt_pos" in f}
-    table = [{"offset": int(p["pos"]), "size": int(p["size"]), "type": types.get(int(p["pos"]), "?")}
-             for p in packets]  # fmt: skip
+    table = [
+        {"offset": int(p["pos"]), "size": int(p["size"]), "type": types.get(int(p["pos"]), "?")}
+        for p in packets
+    ]
     (tmp / "frames.json").write_text(json.dumps({"inputs": inputs, "frames": table}))
+
+
+def _probe(cwd: Path, what: list[str]) -> dict:
+    """ffprobe's JSON about ``stream.h264`` (``what``: its -show options)."""
+    probe = shutil.which("ffprobe") or "ffprobe"
+    cmd = [probe, "-v", "error", *what, "-of", "json", "stream.h264"]
+    return json.loads(
+        subprocess.run(cmd, cwd=cwd, capture_output=True, text=True, check=True).stdout
+    )
 
 
 def prepare_live(
@@ -186,5 +220,9 @@ def prepare_live(
     inputs = live_inputs(duration_s, kbps, fps, gop, bframes)
     root = build_once(content_dir("live", inputs), lambda tmp: _encode_live(tmp, inputs))
     table = json.loads((root / "frames.json").read_text())["frames"]
-    return {"root": str(root), "stream": "stream.h264", "frames": len(table),
-            "bytes": sum(f["size"] for f in table)}  # fmt: skip
+    return {
+        "root": str(root),
+        "stream": "stream.h264",
+        "frames": len(table),
+        "bytes": sum(f["size"] for f in table),
+    }
