@@ -16,7 +16,7 @@ help:
 	@echo "make test                                             all tests (boots the kernel)"
 	@echo "make kernel                                           build the UML kernel + modules (cached)"
 	@echo "make bench                                            benchmarks -> docs/benchmarks.md"
-	@echo "make lint                                             ruff + checkpatch"
+	@echo "make lint                                             ruff, mypy, checkpatch"
 
 deps:
 	@scripts/install-deps.sh
@@ -26,6 +26,10 @@ $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]' --config-settings editable_mode=compat
+	@# Debian's mininet package, for Mininet topologies (mptlab.spec.mininet): only it
+	@site=$$($(PY) -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])'); \
+	  if [ -d /usr/lib/python3/dist-packages/mininet ] && [ ! -e "$$site/mininet" ]; then \
+	    ln -s /usr/lib/python3/dist-packages/mininet "$$site/mininet"; fi
 	@touch $@
 
 venv: $(STAMP)
@@ -37,7 +41,7 @@ modules:
 	@kernel/build.sh --modules
 
 experiment: venv kernel
-	@if [ -z "$(NAME)" ]; then echo "usage: make experiment NAME=<name>  (see: $(PY) -m mptlab.cli list)"; exit 2; fi
+	@if [ -z "$(NAME)" ]; then echo "usage: make experiment NAME=<name>  (see: $(VENV)/bin/mptlab list)"; exit 2; fi
 	$(VENV)/bin/mptlab run $(NAME) $(ARGS)
 
 test: venv kernel
@@ -52,6 +56,7 @@ test-kernel: venv kernel
 lint: venv
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 	@kernel/checkpatch.sh
 
 format: venv

@@ -75,11 +75,13 @@ def cmd_show(args) -> int:
 
 def cmd_validate(args) -> int:
     path = Path(args.file)
-    kind = file_kind(load(path))
+    src = load(path)
+    kind = file_kind(src)
     cat = Catalog.load()
     if kind == "profiles":
         cat.load_profiles(path)
-        print(f"{path}: {len(load(path).data['profiles'])} profiles ok")
+        profiles = src.data.get("profiles") if isinstance(src.data, dict) else None
+        print(f"{path}: {len(profiles or {})} profiles ok")
         return 0
     if kind == "topology":
         topo = cat.load_topology(path)

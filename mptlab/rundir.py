@@ -239,7 +239,7 @@ class RunDir:
     """One run dir: its files, its place among its run's attempts, its readers
     and writers."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: os.PathLike[str] | str):
         self.path = Path(path)
 
     def __repr__(self) -> str:
@@ -353,7 +353,7 @@ class RunDir:
 class CampaignDir:
     """A campaign dir: ``campaign.json`` and the run dirs below ``runs/``."""
 
-    def __init__(self, path: Path | str):
+    def __init__(self, path: os.PathLike[str] | str):
         self.path = Path(path)
 
     def __repr__(self) -> str:

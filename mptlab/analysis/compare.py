@@ -267,9 +267,10 @@ def check_rule(rule: Rule, variant: str, base: np.ndarray, cur: np.ndarray) -> C
         else:
             c.verdict = "unsure"
             floor = stats.min_p_value(len(base), len(cur))
-            c.note = f"not significant at alpha {rule.alpha:g}" + (
+            alpha = rule.alpha or 0.0  # not None here: significance was asked for
+            c.note = f"not significant at alpha {alpha:g}" + (
                 f"; n={len(base)}/{len(cur)} cannot reach it (min p {floor:.3g})"
-                if floor >= rule.alpha
+                if floor >= alpha
                 else ""
             )
     elif -worse > rule.tolerance and significant:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 
@@ -18,7 +19,7 @@ import pandas as pd  # noqa: E402
 
 from . import stats  # noqa: E402
 
-STYLE = {
+STYLE: dict[Any, Any] = {
     "figure.figsize": (6.4, 3.6),
     "figure.dpi": 110,
     "savefig.dpi": 150,
@@ -34,7 +35,7 @@ STYLE = {
     "axes.spines.right": False,
     "pdf.fonttype": 42,  # embed TrueType: editable text in the PDF
 }
-COLORS = plt.get_cmap("tab10").colors
+COLORS = plt.get_cmap("tab10").colors  # type: ignore[attr-defined] # a ListedColormap
 
 UNITS = {
     "goodput_mbps": "Mbit/s",
@@ -232,7 +233,7 @@ def path_share(runs: pd.DataFrame, by: str = "variant", order: list | None = Non
                 has = ok.loc[ok[by] == k, cols].notna().any(axis=1)
                 vals.append(float(v[has].mean()) if has.any() else 0.0)
                 ns.append(int(has.sum()))
-            vals = np.array(vals) * 100
+            vals = list(np.array(vals) * 100)
             ax.bar(
                 range(len(keys)),
                 vals,

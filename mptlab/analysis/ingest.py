@@ -442,7 +442,7 @@ def _mptcp_columns(df: pd.DataFrame, addresses: dict) -> pd.DataFrame:
 
 def _ss_path_share(ss: pd.DataFrame) -> dict:
     """Per-path bytes from the sockets' last samples (plain TCP has no MPTCP counters)."""
-    out = {}
+    out: dict[str, float | str] = {}
     if "socket_bytes" not in ss or ss["path"].isna().all():
         return out
     best = None
@@ -523,12 +523,12 @@ def _pcap_tables(pcaps: list[Path], addresses: dict, row: dict) -> dict[str, pd.
         if len(snd):
             # retransmissions are seen at the sender (a lost original never reaches the receiver)
             want = {"s2c": "server", "c2s": "client"}.get(main["direction"])
-            host = (
+            sender = (
                 want
                 if want in set(snd["host"])
                 else snd.groupby("host")["bytes_wire"].sum().idxmax()
             )
-            row["pcap_retrans_segs"] = float(snd[snd.host == host]["retrans_segs"].sum())
+            row["pcap_retrans_segs"] = float(snd[snd.host == sender]["retrans_segs"].sum())
     row["pcap_packets"] = res.packets
     if len(res.ofo):
         out["pcap_ofo"] = res.ofo
@@ -585,7 +585,7 @@ def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) ->
                 f.unlink()
         index = {"schema": SCHEMA, "runs": {}, "next_part": 0}
     report = IngestReport(store)
-    seen: dict[str, tuple[Path, str, float | None]] = {}
+    seen: dict[str, tuple[RunDir, str, float | None]] = {}
     for camp in campaigns:
         cname = camp.name if camp == root else str(camp.relative_to(root))
         for rd in CampaignDir(camp).run_dirs():
@@ -604,7 +604,8 @@ def ingest(root: Path, pcap: bool = True, force: bool = False, progress=None) ->
         _drop_rows(store, stale_ids)
     report.removed = len(gone)
     report.unchanged = len(seen) - len(todo)
-    rows, parts = [], {}
+    rows: list[dict] = []
+    parts: dict[str, list[pd.DataFrame]] = {}
     for i, rel in enumerate(sorted(todo)):
         rd, cname, mtime = seen[rel]
         run_id = (

@@ -42,8 +42,10 @@ import math
 import mmap
 import struct
 from array import array
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -631,7 +633,7 @@ OFO_COLUMNS = ["conn", "direction", "t", "ofo_bytes", "ofo_bytes_max", "hol_dela
 
 
 def analyze(
-    captures: dict[str, list[Packets] | Packets],
+    captures: Mapping[str, list[Packets] | Packets],
     client_addrs=(),
     server_addrs=(),
     bin_s: float = 0.01,
@@ -1058,7 +1060,7 @@ def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[di
 def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
     """The receiver's view of one connection direction: subflow reassembly, then
     data-level reassembly; OFO occupancy and head-of-line delay."""
-    row = {
+    row: dict[str, Any] = {
         "sender": None,
         "receiver": None,
         "subflows": len(c["subflows"]),
@@ -1223,10 +1225,11 @@ def kernel_agreement(run_dir: Path) -> dict:
     sender = max(k["connections"], key=lambda c: c["bytes_sent"])
     receiver = max(k["connections"], key=lambda c: c["bytes_received"])
     conn = res.connections.sort_values("data_bytes", ascending=False).iloc[0]
+    subflows: list[dict] = []
     out = {
         "run": str(run_dir),
         "token_match": sender["token"] in (conn["token_a"], conn["token_b"]),
-        "subflows": [],
+        "subflows": subflows,
         "ofo": (receiver["ofo_bytes_max"], int(conn["ofo_bytes_max"])),
         "ofo_complete": conn["valid_until"] is None or pd.isna(conn["valid_until"]),
         "reinjected": (sender["bytes_reinjected"], int(conn["reinjected_bytes"])),
@@ -1242,7 +1245,7 @@ def kernel_agreement(run_dir: Path) -> dict:
             & (sf.dport == s["dport"])
         ]
         if not len(mine):
-            out["subflows"].append(
+            subflows.append(
                 {
                     "path": s["path"],
                     "kernel": s["bytes_sent"],
@@ -1256,7 +1259,7 @@ def kernel_agreement(run_dir: Path) -> dict:
         best = mine.loc[mine["bytes_unique"].idxmax()]
         # retransmissions are visible at the sender (the receiver never sees a lost original)
         at_sender = mine[mine.host == ("server" if s["saddr"] in addrs["server"] else "client")]
-        out["subflows"].append(
+        subflows.append(
             {
                 "path": s["path"],
                 "kernel": s["bytes_sent"],

@@ -125,7 +125,7 @@ def run_on_cluster(
             if future.status == "finished":
                 record(future.result())
             else:
-                exc = future.exception()
-                record(crashed(run, f"cluster: {type(exc).__name__}: {exc}"))
+                error = future.exception()
+                record(crashed(run, f"cluster: {type(error).__name__}: {error}"))
     finally:
         client.close()

@@ -83,7 +83,7 @@ class Context:
         self.trace_dir = run_dir.traces
         self.trace_dir.mkdir(exist_ok=True)
         self.plan = NetPlan.from_json(spec.plan)
-        self.net: Net | None = None
+        self._net: Net | None = None
         self.marks: dict[str, float] = {}
         self._log = open(run_dir.file(rundir.AGENT_LOG), "a")  # noqa: SIM115
         self.procs: list[subprocess.Popen] = []
@@ -91,6 +91,17 @@ class Context:
         self.trace_reader: tracepoints.TraceReader | None = None
         self.nstat: nstat.Recorder | None = None
         self.watchdog: stall.Watchdog | None = None
+
+    @property
+    def net(self) -> Net:
+        """The built network (``mptlab.guest.build``)."""
+        if self._net is None:
+            raise RuntimeError("the network is not built yet")
+        return self._net
+
+    @net.setter
+    def net(self, net: Net) -> None:
+        self._net = net
 
     def log(self, msg: str) -> None:
         self._log.write(f"{time.time():.3f} {msg}\n")
@@ -231,7 +242,7 @@ def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
             proc.wait(timeout=10)
         except subprocess.TimeoutExpired:
             proc.kill()
-    ofo_events = ctx.trace_reader.stop()
+    ofo_events = ctx.trace_reader.stop() if ctx.trace_reader else 0
     lost = tracepoints.lost_events()
     if lost:
         ctx.log(f"kernel trace: {lost} events lost (ring buffer overrun)")
@@ -326,7 +337,8 @@ def stop_workload(ctx: Context) -> None:
             proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             proc.kill()
-            ctx.log(f"killed {' '.join(map(str, proc.args[4:6]))} (no exit on SIGTERM)")
+            tool = proc.args[4] if isinstance(proc.args, list) and len(proc.args) > 4 else proc.pid
+            ctx.log(f"killed {tool} (no exit on SIGTERM)")
 
 
 class WorkloadOutcome:
@@ -462,7 +474,7 @@ def _run(run_dir: RunDir, state: dict) -> int:
         )
         if memory_words:
             result["memory_diagnosis"] = memory_words
-        if outcome.stalled:
+        if outcome.stalled and watchdog is not None:
             reason = watchdog.reason + (f"; {memory_words}" if memory_words else "")
             result.update(status=rundir.RESULT_STALLED, reason=reason, stall=watchdog.info)
             if outcome.exc is not None:  # what the stopped workload said; the reason stays

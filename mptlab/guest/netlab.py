@@ -127,7 +127,7 @@ def shape_commands(dev: str, shape: Shape, rtt_ms: float) -> list[list[str]]:
         else:
             cmds.append(leaf + ["bfifo", "limit", str(q.limit_bytes(rate, rtt_ms))])
     elif shape.qdisc == "red":
-        limit = q.limit_bytes(rate, rtt_ms) or q.packets * ETH_FRAME
+        limit = q.limit_bytes(rate, rtt_ms) or q.limit_packets(rate, rtt_ms) * ETH_FRAME
         # RED thresholds as fractions of the limit (Floyd's guidelines: max = 3 x min)
         min_th = max(ETH_FRAME, limit // 6)
         max_th = max(2 * ETH_FRAME, limit // 2)

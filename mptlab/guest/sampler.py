@@ -175,7 +175,7 @@ class Diag:
             _NLMSG.size + len(req), SOCK_DIAG_BY_FAMILY, NLM_F_REQUEST | NLM_F_DUMP, self.seq, 0
         )
         self.sock.send(msg + req)
-        out = []
+        out: list[tuple[tuple, int, dict]] = []
         while True:
             data = self.sock.recv(1 << 20)
             off = 0
@@ -261,18 +261,18 @@ def run(
     """
     files = []
     jobs = []  # (kind, diag, writer)
-    intervals = {"subflows": ss_interval, "mptcp": mptcp_interval}
+    # the kinds sampled (an interval of None: off)
+    intervals = {k: v for k, v in (("subflows", ss_interval), ("mptcp", mptcp_interval)) if v}
     samplers = {"subflows": subflow_rows, "mptcp": mptcp_rows}
     columns = {"subflows": SUBFLOW_COLUMNS, "mptcp": MPTCP_COLUMNS}
     for out_prefix, target_diag in targets:
-        for kind, interval in intervals.items():
-            if interval:
-                path = out_prefix.with_name(rundir.sampler_trace(out_prefix.name, kind))
-                f = open(path, "w", newline="")  # noqa: SIM115
-                files.append(f)
-                writer = csv.writer(f)
-                writer.writerow(columns[kind])
-                jobs.append((kind, target_diag, writer))
+        for kind in intervals:
+            path = out_prefix.with_name(rundir.sampler_trace(out_prefix.name, kind))
+            f = open(path, "w", newline="")  # noqa: SIM115
+            files.append(f)
+            writer = csv.writer(f)
+            writer.writerow(columns[kind])
+            jobs.append((kind, target_diag, writer))
     kinds = {kind for kind, _, _ in jobs}
     start = time.monotonic()
     due = {kind: start for kind in kinds}

@@ -91,7 +91,7 @@ def sender_subflows(records: list[dict], token: str | None = None) -> list[dict]
             totals[r["token"]] = totals.get(r["token"], 0) + r["bytes_sent"]
         if not totals:
             return []
-        token = max(totals, key=totals.get)
+        token = max(totals, key=lambda t: totals[t])
     return [r for r in subflows if r["token"] == token]
 
 

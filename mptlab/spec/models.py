@@ -14,7 +14,6 @@ Every model forbids unknown fields; errors are reported as
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from functools import cache
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
@@ -32,10 +31,14 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
-@cache
+_ADAPTERS: dict[Any, TypeAdapter] = {}
+
+
 def adapter(cls: Any) -> TypeAdapter:
     """pydantic's validator for a dataclass of the language (Shape, Profile)."""
-    return TypeAdapter(cls)
+    if cls not in _ADAPTERS:
+        _ADAPTERS[cls] = TypeAdapter(cls)
+    return _ADAPTERS[cls]
 
 
 # ---------------------------------------------------------------- links

@@ -290,7 +290,7 @@ def _first_hops(src: str, nb: dict, routers: set[str]) -> dict[str, str]:
     routers forward; on equal length the earlier link wins)."""
     first_hop: dict[str, str] = {}
     seen = {src}
-    queue = deque()
+    queue: deque[str] = deque()
     for node, addr in nb[src]:
         if node not in seen:
             seen.add(node)

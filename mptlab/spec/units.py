@@ -30,7 +30,7 @@ _SIZE_UNITS = {
 }
 
 
-def _split(value, what: str, units: dict, example: str) -> tuple[float, str]:
+def _split(value, what: str, units: dict, example: str) -> tuple[float, str | None]:
     if isinstance(value, bool):
         raise ValueError(f"{what} must be a number or a string like {example!r}, not a boolean")
     if isinstance(value, int | float):

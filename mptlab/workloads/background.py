@@ -48,6 +48,7 @@ import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any
 
 from ..guest.netlab import in_netns, wait_listening
 from ..spec.seeds import derive_seed
@@ -82,7 +83,7 @@ class Flow:
     def mean_mbps(self, duty: float) -> float | None:
         if self.kind == "greedy":
             return None
-        return self.pps * self.size * 8 / 1e6 * (duty if self.kind == "udp" else 1.0)
+        return (self.pps or 0.0) * self.size * 8 / 1e6 * (duty if self.kind == "udp" else 1.0)
 
 
 def truncated_pareto(rng: random.Random, shape: float, lo: float, hi: float) -> float:
@@ -191,7 +192,7 @@ def make_flows(
                     lo_size = max(1, round(size * (1 - SIZE_SPREAD)))
                     hi_size = round(size * (1 + SIZE_SPREAD))
                     for a, b in flow.periods:
-                        flow.times += poisson_times(frng, flow.pps, a, b)
+                        flow.times += poisson_times(frng, flow.pps or 0.0, a, b)
                     flow.sizes = [frng.randint(lo_size, hi_size) for _ in flow.times]
                 flows.append(flow)
     return flows
@@ -231,7 +232,7 @@ def _counters(ns: str, dev: str) -> dict:
     with in_netns(ns):
         net_dev = Path("/proc/thread-self/net/dev").read_text()
         snmp = Path("/proc/thread-self/net/snmp").read_text()
-    out = {}
+    out: dict[str, float] = {}
     for line in net_dev.splitlines()[2:]:
         name, data = line.split(":", 1)
         if name.strip() == dev:
@@ -337,7 +338,7 @@ def start(ctx) -> None:
         "/tmp/mptlab-background"
     )  # the guest's tmpfs; the schedule summary goes to traces/
     files.mkdir(parents=True, exist_ok=True)
-    state = {"flows": flows, "recv": [], "send": [], "pairs": {}, "rtt": {}}
+    state: dict[str, Any] = {"flows": flows, "recv": [], "send": [], "pairs": {}, "rtt": {}}
     ctx.background_state = state
     used = sorted({f.pair for f in flows})
     for n in used:

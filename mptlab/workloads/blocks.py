@@ -80,11 +80,14 @@ def block_metrics(
     rows = [(i, due, rx) for i, due, rx in arrivals if due >= start - 1e-9]
     delays = [(rx - due) * 1000 for _, due, rx in rows]
     first_due = min((i for i, due, _ in arrivals if due >= start - 1e-9), default=0)
-    out = {"blocks_sent": max(0, sent - first_due), "blocks_received": len(rows)}
+    out: dict[str, float | None] = {
+        "blocks_sent": max(0, sent - first_due),
+        "blocks_received": len(rows),
+    }
     out.update(summary(delays, "delay"))
     out["jitter_ms"] = ipdv(delays)
     lo = min(delays) if delays else None
-    out["worst_delay_increase_pct"] = (max(delays) - lo) / lo * 100 if delays and lo > 0 else None
+    out["worst_delay_increase_pct"] = (max(delays) - lo) / lo * 100 if lo else None
     span = (rows[-1][2] - rows[0][1]) if rows else 0
     out["goodput_mbps"] = len(rows) * block_size * 8 / span / 1e6 if span > 0 else None
     return out

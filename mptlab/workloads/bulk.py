@@ -78,8 +78,10 @@ def run(ctx) -> dict:
     error = iperf3_error(
         client, server_report if report is server_report else None, proc.returncode, err
     )
-    if error:
-        raise WorkloadError(error, metrics=_partial(report, ctx.config.warmup / 1000))
+    if error or not isinstance(report, dict):
+        raise WorkloadError(
+            error or str(report), metrics=_partial(report, ctx.config.warmup / 1000)
+        )
     return metrics(report, ctx.config.warmup / 1000)
 
 

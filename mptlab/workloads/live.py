@@ -173,7 +173,7 @@ def run(ctx) -> dict:
                     f["size"],
                     f"{cap:.6f}" if cap else "",
                     f"{done:.6f}" if done else "",
-                    f"{(done - cap) * 1000:.3f}" if done else "",
+                    f"{(done - cap) * 1000:.3f}" if done and cap else "",
                 ]
             )
     metrics = frame_metrics(frames, arrivals, p.playout_delay / 1000)

@@ -215,7 +215,8 @@ def capacity_mbps(ctx) -> float | None:
     rates = path_rates_mbps(ctx)
     if not mptcp(ctx):
         rates = [rates[min(ctx.config.kernel.tcp_path, len(rates)) - 1]]
-    return None if any(r is None for r in rates) else sum(rates)
+    known = [r for r in rates if r is not None]
+    return sum(known) if len(known) == len(rates) else None
 
 
 def load_metrics(loads: list[tuple[float, list[Fetch]]], page_bytes: int, n_objects: int) -> dict:

@@ -126,7 +126,10 @@ def summary(values: list[float], prefix: str, unit: str = "ms", scale: float = 1
     out = {}
     n = len(v)
     mean = sum(v) / n if n else None
-    std = math.sqrt(sum((x - mean) ** 2 for x in v) / (n - 1)) if n > 1 else (0.0 if n else None)
+    std = None if not n else 0.0
+    if n > 1:
+        m = sum(v) / n
+        std = math.sqrt(sum((x - m) ** 2 for x in v) / (n - 1))
     for key, value in (
         ("mean", mean),
         ("median", percentile(v, 50)),

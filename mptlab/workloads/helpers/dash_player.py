@@ -74,7 +74,7 @@ def parse_mpd(text: str | bytes) -> Manifest:
     """A manifest from an MPD with ``SegmentTemplate`` and mptlab segment sizes."""
     root = ET.fromstring(text)
     reps = []
-    segment_s = None
+    segment_s = 0.0
     start = 1
     for rep in root.iter(f"{DASH}Representation"):
         tmpl = rep.find(f"{DASH}SegmentTemplate")
@@ -83,14 +83,14 @@ def parse_mpd(text: str | bytes) -> Manifest:
             raise ValueError(
                 "the MPD needs a SegmentTemplate and mptlab:SegmentSizes per Representation"
             )
-        segment_s = int(tmpl.get("duration")) / int(tmpl.get("timescale", "1"))
+        segment_s = int(_attr(tmpl, "duration")) / int(tmpl.get("timescale", "1"))
         start = int(tmpl.get("startNumber", "1"))
         reps.append(
             Representation(
-                id=rep.get("id"),
-                bandwidth=int(rep.get("bandwidth")),
-                init=tmpl.get("initialization"),
-                media=tmpl.get("media"),
+                id=_attr(rep, "id"),
+                bandwidth=int(_attr(rep, "bandwidth")),
+                init=_attr(tmpl, "initialization"),
+                media=_attr(tmpl, "media"),
                 sizes=[int(x) for x in (sizes_el.text or "").split()],
                 init_size=int(sizes_el.get("init", "0")),
             )
@@ -99,6 +99,13 @@ def parse_mpd(text: str | bytes) -> Manifest:
         raise ValueError("the MPD has no Representation")
     reps.sort(key=lambda r: r.bandwidth)
     return Manifest(segment_s=segment_s, reps=reps, start_number=start)
+
+
+def _attr(element, name: str) -> str:
+    value = element.get(name)
+    if value is None:
+        raise ValueError(f"the MPD's {element.tag.split('}')[-1]} has no {name}")
+    return value
 
 
 # ----------------------------------------------------------- algorithms
@@ -332,7 +339,7 @@ class Player:
 
     def play(self, mpd_url: str, segments: int | None = None) -> Session:
         t0 = self.clock.now()
-        manifest = parse_mpd(self.fetch(mpd_url, True)[1])
+        manifest = parse_mpd(self.fetch(mpd_url, True)[1] or b"")
         base = mpd_url.rsplit("/", 1)[0] + "/"
         n_total = min(segments or manifest.segments, manifest.segments)
         session = Session(segment_s=manifest.segment_s, ladder=[r.bandwidth for r in manifest.reps])

@@ -154,7 +154,7 @@ class Connection:
             n = self.sock.recv_into(view, min(len(view), length - got))
             if n == 0:
                 raise ConnectionError(f"connection closed after {got} of {length} bytes of {path}")
-            if keep:
+            if body is not None:
                 body += view[:n]
             got += n
         end = time.time()
@@ -166,7 +166,7 @@ class Connection:
             first or end,
             end,
             self.index,
-            bytes(body) if keep else None,
+            bytes(body) if body is not None else None,
         )
 
     def close(self) -> None:
