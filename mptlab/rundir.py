@@ -69,7 +69,6 @@ TRACES: Final = "traces"
 OFO_EVENTS: Final = "ofo-events.csv"
 KTRACE: Final = "ktrace.txt"
 STALL_SNAPSHOT: Final = "stall-snapshot.json"
-SAMPLER_KINDS: Final = ("subflows", "mptcp")
 
 
 def sampler_trace(host: str, kind: str) -> str:
