@@ -34,6 +34,8 @@ def _words(value) -> str:
         return "{" + ", ".join(f"{k}: {_words(v)}" for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(_words(v) for v in value) + "]"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return str(value)
 
 

@@ -1,13 +1,13 @@
 """DASH video streaming: the emulated player fetches ffmpeg-made segments
 over HTTP/1.1 (MPTCP or TCP) and adapts the bitrate.
 
-Content (``prepare()`` on the host, cached; ``traffic/media.py``): a
+Content (``prepare()`` on the host, cached; ``helpers/media.py``): a
 ``duration`` long test pattern in ``segment`` long segments at every bitrate
 of ``ladder`` (FEC chapter: Big Buck Bunny, 3 min, 4 s segments, at most
 4 Mibit/s; the default ladder is a 10-step subset of the 4 s Big Buck Bunny
 DASH dataset's bitrates, 0.33 to 4.22 Mbit/s, whose top is 4.02 Mibit/s:
-chosen).  The server is ``traffic/_httpd.py``; the player
-(``traffic/dash_player.py``) runs in the agent, on one persistent
+chosen).  The server is ``helpers/httpd.py``; the player
+(``helpers/dash_player.py``) runs in the agent, on one persistent
 connection from the client, after the experiment's ``warmup``.
 
 Metrics: ``avg_bitrate_mbps`` (mean nominal bitrate of the segments

@@ -1,6 +1,6 @@
 """Live (non-adaptive) H.264 video over MPTCP or TCP, paced in real time.
 
-Content (``prepare()`` on the host, cached; ``traffic/media.py``): an
+Content (``prepare()`` on the host, cached; ``helpers/media.py``): an
 ffmpeg-made H.264 stream of a test pattern, ``duration`` long (FEC chapter:
 1 min of Big Buck Bunny), at ``bitrate`` (FEC chapter: 3.4 Mibit/s), ``fps``
 frames/s (25), constant bit rate, I/P/B frames (GOP ``gop`` frames and

@@ -5,7 +5,7 @@ huffingtonpost, google, youtube, espn) are generated on the host by
 ``prepare()`` and cached under ``~/.cache/mptlab/content/``.
 
 - ``http: "1.1"`` (BLEST paper: "6 concurrent connections to mimic the
-  behaviour of a real browser"): the server is ``traffic/_httpd.py`` (MPTCP
+  behaviour of a real browser"): the server is ``helpers/httpd.py`` (MPTCP
   listener, or TCP for the baseline); the client, in the agent, fetches the
   HTML on one connection, reads its links, then fetches the objects in
   document order from a shared queue over ``connections`` persistent
