@@ -16,7 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
-KEEP = ("spec.json", "run.json", "result.json", "guest-provenance.json")
+from mptlab import rundir
+from mptlab.rundir import CampaignDir
+
+KEEP = (rundir.SPEC, rundir.RUN, rundir.RESULT, rundir.PROVENANCE)
 
 
 def thin(src: Path, dst: Path, times: int) -> None:
@@ -34,21 +37,25 @@ def main() -> None:
     ap.add_argument("--pcap", action="append", default=[])
     a = ap.parse_args()
     src, dst = Path(a.src), Path(a.dst)
-    for camp in sorted(p for p in src.iterdir() if (p / "campaign.json").exists()):
+    for camp in sorted(p for p in src.iterdir() if (p / rundir.CAMPAIGN).exists()):
         out = dst / camp.name
         out.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(camp / "campaign.json", out / "campaign.json")
-        for run in sorted(camp.glob("runs/*/rep-*")):
-            o = out / run.relative_to(camp)
-            (o / "traces").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(camp / rundir.CAMPAIGN, out / rundir.CAMPAIGN)
+        for run in CampaignDir(camp).run_dirs():
+            o = out / run.path.relative_to(camp)
+            (o / rundir.TRACES).mkdir(parents=True, exist_ok=True)
             for name in KEEP:
-                if (run / name).exists():
-                    shutil.copy2(run / name, o / name)
-            for csv in sorted((run / "traces").glob("*.csv")):
-                thin(csv, o / "traces" / csv.name, 40 if csv.name.endswith("subflows.csv") else 100)
+                if run.file(name).exists():
+                    shutil.copy2(run.file(name), o / name)
+            for csv in sorted(run.traces.glob("*.csv")):
+                thin(
+                    csv,
+                    o / rundir.TRACES / csv.name,
+                    40 if csv.name.endswith("subflows.csv") else 100,
+                )
             if camp.name in a.pcap:
-                for pcap in sorted((run / "traces").glob("*.pcap")):
-                    shutil.copy2(pcap, o / "traces" / pcap.name)
+                for pcap in sorted(run.traces.glob("*.pcap")):
+                    shutil.copy2(pcap, o / rundir.TRACES / pcap.name)
 
 
 if __name__ == "__main__":
