@@ -253,9 +253,6 @@ def bad_input_is_spec_error(func):
     return run
 
 
-_errors = bad_input_is_spec_error
-
-
 def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
     """Register the analysis subcommands on mptlab's subparsers; ``results``:
     ``query``'s default dir, ``rules``: ``compare``'s default rules file."""
@@ -265,7 +262,7 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
     p.add_argument("dir", help="campaign dir or results dir")
     p.add_argument("--force", action="store_true", help="rebuild the store from scratch")
     p.add_argument("--no-pcap", action="store_true", help="skip packet captures")
-    p.set_defaults(func=_errors(cmd_ingest))
+    p.set_defaults(func=bad_input_is_spec_error(cmd_ingest))
 
     p = sub.add_parser("query", help="SQL (DuckDB) over the ingested tables")
     p.add_argument(
@@ -278,7 +275,7 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
     p.add_argument("--no-ingest", action="store_true", help="query the store as it is")
     p.add_argument("--no-pcap", action="store_true", help="ingest without packet captures")
     p.add_argument("--format", **fmt)
-    p.set_defaults(func=_errors(cmd_query))
+    p.set_defaults(func=bad_input_is_spec_error(cmd_query))
 
     p = sub.add_parser("stats", help="statistics per variant (always with n)")
     p.add_argument("dir")
@@ -294,7 +291,7 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--no-pcap", action="store_true")
     p.add_argument("--format", **fmt)
-    p.set_defaults(func=_errors(cmd_stats))
+    p.set_defaults(func=bad_input_is_spec_error(cmd_stats))
 
     p = sub.add_parser("report", help="self-contained HTML report of a campaign")
     p.add_argument("dir", help="campaign dir (or a results dir: all campaigns below it)")
@@ -303,7 +300,7 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
     p.add_argument("--reference", help="variant the others are compared with (default: the first)")
     p.add_argument("--by", default="variant", help="group column (default: variant)")
     p.add_argument("--no-pcap", action="store_true")
-    p.set_defaults(func=_errors(cmd_report))
+    p.set_defaults(func=bad_input_is_spec_error(cmd_report))
 
     p = sub.add_parser("compare", help="compare a campaign with a baseline (exit 1 on regression)")
     p.add_argument("baseline")
@@ -315,7 +312,7 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
         help="changes beyond tolerance fail even if not significant",
     )
     p.add_argument("--no-pcap", action="store_true")
-    p.set_defaults(func=_errors(cmd_compare), default_rules=rules)
+    p.set_defaults(func=bad_input_is_spec_error(cmd_compare), default_rules=rules)
 
     p = sub.add_parser("pcap", help="MPTCP metrics from pcap/pcapng files")
     p.add_argument("files", nargs="+")
@@ -328,4 +325,4 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
     )
     p.add_argument("--ofo-csv", help="write the OFO/HOL time series here")
     p.add_argument("--format", **fmt)
-    p.set_defaults(func=_errors(cmd_pcap))
+    p.set_defaults(func=bad_input_is_spec_error(cmd_pcap))
