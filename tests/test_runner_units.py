@@ -1,6 +1,8 @@
 """Runner bookkeeping that needs no guest (the runner itself is tested end
 to end in test_campaign_e2e.py)."""
 
+from pathlib import Path
+
 from mptlab.campaign.runner import STARVED_WAIT_SHARE, CampaignReport, Outcome
 
 
@@ -69,3 +71,13 @@ def test_retry_starved_sets_the_starved_run_aside_and_keeps_the_others(tmp_path)
     assert retry._previous(runs[0]).previous and retry._previous(runs[1]) is None
     assert (out / "runs" / "base" / "rep-001.starved-1" / "run.json").exists()
     assert not (out / "runs" / "base" / "rep-001").exists()
+
+
+def test_a_relative_results_dir_becomes_absolute(tmp_path, monkeypatch):
+    """The guest starts elsewhere: run dirs and entries must be absolute paths."""
+    from mptlab.campaign.kernel import KernelBuild
+    from mptlab.campaign.runner import Campaign
+
+    monkeypatch.chdir(tmp_path)
+    campaign = Campaign(Path("results") / "x", [], KernelBuild(tmp_path, tmp_path))
+    assert campaign.out_dir == tmp_path / "results" / "x"

@@ -113,7 +113,9 @@ class Campaign:
         on_progress: Callable[[Outcome, int, int, int], None] | None = None,
         cluster: str | None = None,
     ):
-        self.dir = CampaignDir(out_dir)
+        self.dir = CampaignDir(
+            Path(out_dir).resolve()
+        )  # the guest runs elsewhere: no relative paths
         self.runs = runs
         self.kernel = kernel
         self.jobs = jobs or default_jobs()
