@@ -30,10 +30,8 @@ def run_campaign(kernel, tmp_path, text: str, jobs: int = 2) -> dict[str, dict]:
     f = tmp_path / "campaign.yaml"
     f.write_text(textwrap.dedent(text))
     cat = Catalog.load(f)
-    own = Catalog()
-    own._load_experiments(f)
     results = {}
-    for name in own.names():
+    for name in cat.names(f):
         out = tmp_path / "out" / name
         report = Campaign(out, cat.expand(name), kernel, jobs=jobs).run()
         for o in report.outcomes:

@@ -14,8 +14,8 @@ reads ``RUN_DIR/spec.json`` (an expanded ``RunSpec``), then:
 4. starts the background flows (``mptlab.workloads.background.start``, if any),
    records the kernel's counters of the client and the server
    (``mptlab.guest.nstat``), starts the stall watchdog
-   (``mptlab.guest.stall``), runs the workload (``traffic.<type>.run``, in a
-   thread of its own), stops the background (``mptlab.workloads.background.stop``,
+   (``mptlab.guest.stall``), runs the workload (``mptlab.workloads.<type>.run``,
+   in a thread of its own), stops the background (``mptlab.workloads.background.stop``,
    whose metrics go to ``result.json``);
 5. stops the traces, records the counters again and writes ``result.json``
    (metrics, per-subflow and per-connection kernel counters, nstat counters)
@@ -27,7 +27,7 @@ sockets shut down): ``result.json`` says ``status: stalled`` with the
 reason in words and ``traces/stall-snapshot.json`` holds the state.  Errors
 are written as ``status: error`` with the message.  Either way the agent
 exits non-zero; the host records the run as stalled or failed
-(``mptlab.status``).
+(``mptlab.rundir.outcome``).
 """
 
 from __future__ import annotations
