@@ -44,9 +44,16 @@ def shipped_experiments() -> Path:
 
 
 def known_schedulers() -> list[str]:
-    """``default`` plus every scheduler module in kernel/modules (mptcp_<name>.c)."""
+    """``default`` plus every scheduler module in kernel/modules: an
+    ``mptcp_<name>.c`` that registers a scheduler (the others, e.g. the
+    coupled congestion controls, register something else)."""
     modules = home.data("kernel/modules").glob("mptcp_*.c")
-    return ["default", *sorted(p.stem.removeprefix("mptcp_") for p in modules)]
+    names = [
+        p.stem.removeprefix("mptcp_")
+        for p in modules
+        if "mptcp_register_scheduler(" in p.read_text()
+    ]
+    return ["default", *sorted(names)]
 
 
 def file_kind(src: Source) -> FileKind:
