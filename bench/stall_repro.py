@@ -11,7 +11,7 @@ download that may take at most ``--limit`` seconds; once a second the guest
 records the data level (bytes the receiver got in order), the receiver's
 MPTCP out-of-order queue, TCP memory in use against ``tcp_mem`` and the
 kernel's drop counters.  A run is ``stalled`` when the data level stays
-frozen for 10 s with data outstanding.  Prints one line per run and writes
+frozen for ``--frozen`` seconds (10) with data outstanding.  Prints one line per run and writes
 everything to ``--out`` (default ``results/stall-repro``).
 
 ``--tcp-mem mptlab`` (the default) sets ``tcp_mem`` as the guest agent does
@@ -93,7 +93,7 @@ def one(k):
     client = net.popen("client", ["mptcpize", "run", "iperf3", "-c", p.addresses("server")[0], "-R",
                              "-n", str(NBYTES), "-J"],
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    samples, frozen_since, last, status = [], None, None, "ok"
+    samples, frozen_since, last, status, longest = [], 0.0, None, "ok", 0.0
     diag = {}
     start = time.monotonic()
     while client.poll() is None:
@@ -114,7 +114,8 @@ def one(k):
         level = (row.get("client") or {}).get("rcv_nxt")
         if level != last:
             last, frozen_since = level, t
-        elif t - frozen_since >= 10:
+        longest = max(longest, t - frozen_since)
+        if t - frozen_since >= FROZEN:
             status = "stalled"
             break
         if t > LIMIT:
@@ -136,6 +137,7 @@ def one(k):
         status = "failed"
     net.destroy()
     return {"status": status, "seconds": round(time.monotonic() - start, 1),
+            "longest_freeze_s": round(longest, 1),
             "bytes_received": got, "samples": samples, "mib_delta": delta,
             "tcp_mem": open("/proc/sys/net/ipv4/tcp_mem").read().split(),
             "mem_total_kb": int(open("/proc/meminfo").readline().split()[1])}
@@ -170,6 +172,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--bytes", default="64MiB")
     ap.add_argument("--buffer", default="16MiB")
     ap.add_argument("--limit", type=float, default=120.0, help="seconds per run at most")
+    ap.add_argument(
+        "--frozen",
+        type=float,
+        default=10.0,
+        help="seconds of frozen data level that count as a stall",
+    )
     ap.add_argument("--out", type=Path, default=Path("results/stall-repro"))
     args = ap.parse_args(argv)
 
@@ -183,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
         "RUN_DIR = Path(os.environ['MPTLAB_RUN_DIR'])\n"
         "MODULES_DIR = Path(os.environ['MPTLAB_MODULES_DIR'])\n"
         f"SCHED = {args.scheduler!r}\nRUNS = {args.runs}\nNBYTES = {parse_size(args.bytes)}\n"
-        f"BUF = {parse_size(args.buffer)}\nLIMIT = {args.limit}\n"
+        f"BUF = {parse_size(args.buffer)}\nLIMIT = {args.limit}\nFROZEN = {args.frozen}\n"
         f"TCP_MEM = {None if args.tcp_mem == 'auto' else args.tcp_mem.replace(',', ' ')!r}\n"
         "RESULT = {}\ntry:\n"
     )
@@ -215,10 +223,11 @@ def main(argv: list[str] | None = None) -> int:
             n: v
             for h in r["mib_delta"].values()
             for n, v in h.items()
-            if any(w in n for w in ("Prune", "Drop", "Pressure", "RcvPruned", "Collapse"))
+            if any(w in n for w in ("Prune", "Drop", "Pressure", "Collapse", "NoDSSInWindow"))
         }
         print(
-            f"run {k}: {r['status']:8s} {r['seconds']:6.1f} s  received {r['bytes_received']}  "
+            f"run {k}: {r['status']:8s} {r['seconds']:6.1f} s  longest freeze "
+            f"{r.get('longest_freeze_s', '?')} s  received {r['bytes_received']}  "
             f"peak TCP mem {peak} pages (tcp_mem {'/'.join(r['tcp_mem'])})  "
             f"rx OFO {cli.get('ofo_bytes')}  drops {drops}"
         )

@@ -136,9 +136,13 @@ static void wvegas_cong_avoid(struct sock *sk, u32 ack, u32 acked)
 			tcp_slow_start(tp, acked);
 	} else {
 		alpha = wvegas_alpha(sk, ca, rtt);
-		if (diff > alpha && cwnd > 2)
+		if (diff > alpha && cwnd > 2) {
+			/* ssthresh follows, or the smaller window would count
+			 * as slow start and grow straight back
+			 */
 			tcp_snd_cwnd_set(tp, cwnd - 1);
-		else if (diff < alpha && tcp_is_cwnd_limited(sk))
+			tp->snd_ssthresh = min(tp->snd_ssthresh, cwnd - 1);
+		} else if (diff < alpha && tcp_is_cwnd_limited(sk))
 			tcp_snd_cwnd_set(tp, min(cwnd + 1, tp->snd_cwnd_clamp));
 	}
 	wvegas_start_round(tp, ca);
