@@ -18,8 +18,10 @@ import pytest
 
 pytestmark = pytest.mark.kernel
 
+# 6.12's script marks the cases it knows to be flaky: a failure there is
+# "[IGNO] (flaky)" and does not fail the script; it does not fail this test either
 CASE = re.compile(
-    r"^(?P<name>\S.*?)\s*(?:\d*\s*max \d+|transfer slower.*?)\s+\[ ?(?P<status>OK|fail) ?\]"
+    r"^(?P<name>\S.*?)\s*(?:\d*\s*max \d+|transfer slower.*?)\s+\[ ?(?P<status>OK|fail|FAIL|IGNO) ?\]"
 )
 
 
@@ -70,7 +72,7 @@ def test_simult_flows_sh_passes(guest, kernel):
         for line in run["out"].splitlines():
             m = CASE.match(line)
             if m:
-                passed[m["name"]] = passed.get(m["name"], False) or m["status"] == "OK"
+                passed[m["name"]] = passed.get(m["name"], False) or m["status"] in ("OK", "IGNO")
     assert len(passed) >= 10, r["runs"][0]["out"][-3000:]
     failing = [name for name, ok in passed.items() if not ok]
     assert not failing, (failing, [run["out"][-2000:] for run in r["runs"]])
