@@ -1173,8 +1173,8 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
         # byte-weighted percentiles: the MPT-BM paper's buffer delay counts
         # 1024-byte units (its Table II), i.e. weights every byte the same
         for q in (50, 75, 95):
-            at = min(int(np.searchsorted(cw, q / 100 * cw[-1])), len(o2) - 1)
-            row[f"hol_delay_p{q}_ms"] = float(delay[o2][at] * 1000)
+            q_at = min(int(np.searchsorted(cw, q / 100 * cw[-1])), len(o2) - 1)
+            row[f"hol_delay_p{q}_ms"] = float(delay[o2][q_at] * 1000)
         row["hol_delay_max_ms"] = float(delay.max() * 1000)
     # binned time series over the connection's data
     t0 = float(np.min(earliest[ok])) if ok.any() else 0.0
