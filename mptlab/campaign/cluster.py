@@ -25,11 +25,13 @@ from __future__ import annotations
 import functools
 import json
 import socket
+import threading
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..guest import workload as workloads
 from ..rundir import CampaignDir, RunSpec
+from .boot import ConfinementError, check_confinement
 from .execute import Outcome, Provenance, execute
 from .kernel import KernelBuild, KernelNotBuilt, find_kernel
 from .provenance import git_commit, host_tools
@@ -55,6 +57,10 @@ def _worker_setup(
     try:
         kernel = find_kernel()
     except KernelNotBuilt as exc:
+        raise ClusterError(f"worker {host}: {exc}") from None
+    try:
+        check_confinement()
+    except ConfinementError as exc:
         raise ClusterError(f"worker {host}: {exc}") from None
     have = kernel.identity()
     if have != dict(want):
@@ -93,9 +99,16 @@ def run_on_cluster(
     runs: Iterable[RunSpec],
     record: Callable[[Outcome], None],
     crashed: Callable[[RunSpec, str], Outcome],
+    cancel: threading.Event | None = None,
+    interrupted: Callable[[RunSpec], None] | None = None,
 ) -> None:
     """Submit every run to the Dask scheduler at ``address``; ``record(outcome)``
-    each as it finishes (a task that raised becomes ``crashed(run, reason)``)."""
+    each as it finishes (a task that raised becomes ``crashed(run, reason)``).
+    ``cancel`` set: the tasks not finished are cancelled and returned through
+    ``interrupted(run)``.  Dask cannot stop a task a worker is running: that
+    guest runs on to its end (or its timeout) and writes into its own run
+    dir, which stays its own even when a rerun sets it aside
+    (``RunDir.pinned``, confinement)."""
     try:
         from distributed import Client, as_completed
     except ImportError:  # pragma: no cover - a dependency of mptlab
@@ -107,6 +120,7 @@ def run_on_cluster(
     except OSError as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     want = kernel.identity()
+    finished = threading.Event()
     try:
         futures = {}
         for run in runs:
@@ -120,12 +134,26 @@ def run_on_cluster(
                 retries=0,
             )
             futures[future] = run
+
+        def cancel_when_stopped() -> None:
+            while cancel is not None and not finished.is_set():
+                if cancel.wait(0.5):
+                    client.cancel(list(futures))
+                    return
+
+        watcher = threading.Thread(target=cancel_when_stopped, daemon=True)
+        watcher.start()
         for future in as_completed(futures):
             run = futures[future]
+            if future.status == "cancelled":
+                if interrupted is not None:
+                    interrupted(run)
+                continue
             if future.status == "finished":
                 record(future.result())
             else:
                 error = future.exception()
                 record(crashed(run, f"cluster: {type(error).__name__}: {error}"))
     finally:
+        finished.set()
         client.close()
