@@ -69,7 +69,7 @@ _CONFINE_CHECKED: list[bool] = []
 
 def check_confinement() -> None:
     """Raise ``ConfinementError`` (saying why and what to do) when guests are
-    to be confined and this machine cannot: once per process, ~50 ms."""
+    to be confined and this machine cannot: once per process, ~25 ms."""
     if not confined() or _CONFINE_CHECKED:
         return
     scratch = Path(tempfile.mkdtemp(prefix="mptlab-probe-"))

@@ -122,9 +122,13 @@ def _own_user_namespace(uid: int, gid: int) -> None:
 
 def confine(run_dir: str, scratch: str) -> None:
     uid, gid = os.geteuid(), os.getegid()
-    if uid == 0:
+    try:
+        if uid != 0:
+            raise SetupError("not root")
         _unshare(CLONE_NEWNS, "mount namespace")
-    else:  # unprivileged: a user namespace lets us mount
+    except (
+        SetupError
+    ):  # unprivileged (or root without CAP_SYS_ADMIN): a user namespace lets us mount
         _own_user_namespace(uid, gid)
     _mount(None, "/", None, MS_REC | MS_PRIVATE, None)  # nothing leaks back to the host
     _setattr(
