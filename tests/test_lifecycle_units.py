@@ -189,3 +189,46 @@ def _state(proc: Path) -> str:
         return (proc / "stat").read_text().rsplit(")", 1)[1].split()[0]
     except FileNotFoundError:
         return "gone"
+
+
+def test_stopping_a_cluster_campaign_cancels_its_tasks(tmp_path, monkeypatch):
+    distributed = pytest.importorskip("distributed")
+    from mptlab.campaign import cluster
+
+    told = tmp_path / "told"  # a file: Dask hands the task a pickled copy of its closure
+
+    def slow(out_dir, want, run_json, stop):  # a run a worker is busy with, as execute_on_worker
+        cancel, done = threading.Event(), threading.Event()
+        cluster.stop_watcher(stop, cancel, done)
+        if cancel.wait(10):
+            told.write_text(run_json["variant"])
+        done.set()
+        raise boot.Interrupted("killed")
+
+    monkeypatch.setattr(cluster, "execute_on_worker", slow)
+    runs = _runs(tmp_path, 4)
+    cancel = threading.Event()
+    recorded: list[Outcome] = []
+    interrupted: list[str] = []
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None
+    ) as c:
+        threading.Timer(1.0, cancel.set).start()
+        t0 = time.monotonic()
+        cluster.run_on_cluster(
+            c.scheduler_address,
+            tmp_path,
+            KernelBuild(tmp_path, tmp_path),
+            runs,
+            recorded.append,
+            lambda run, why: Outcome(run.run_id, "crashed", why),
+            cancel=cancel,
+            interrupted=lambda run: interrupted.append(run.run_id),
+        )
+        took = time.monotonic() - t0
+        deadline = time.monotonic() + 5
+        while not told.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    assert took < 4.5, f"{took:.1f} s: waited for the running task"
+    assert not recorded and sorted(interrupted) == sorted(r.run_id for r in runs)
+    assert told.exists()  # the running task heard of the stop (its guest would be killed)

@@ -320,6 +320,8 @@ def boot(
                         proc.wait(timeout=max(0.0, min(CPU_SAMPLE_S, deadline - time.monotonic())))
                         break
                     except subprocess.TimeoutExpired:
+                        # checked once per CPU_SAMPLE_S: Ctrl-C of a campaign with two
+                        # guests running measured 1.3 s to exit, UML gone with it
                         if cancel is not None and cancel.is_set():
                             cancelled = True
                             break

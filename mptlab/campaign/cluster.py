@@ -26,6 +26,7 @@ import functools
 import json
 import socket
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
@@ -80,8 +81,33 @@ def _prepared_here(workload_json: str) -> dict:
     return module.prepare({k: v for k, v in work.items() if k != "type"})
 
 
-def execute_on_worker(out_dir: str, want: dict, run_json: dict) -> Outcome:
-    """The Dask task: one run on this worker; returns its ``Outcome``."""
+STOP_POLL_S = 1.0  # how often a running task asks the scheduler whether its campaign stopped
+
+
+def _watch_stop(stop, cancel: threading.Event, done: threading.Event) -> None:
+    """Set ``cancel`` when the Dask ``Event`` ``stop`` is set (the client stopping)."""
+    try:
+        while not done.is_set():
+            if stop.wait(timeout=STOP_POLL_S):
+                cancel.set()
+                return
+    except Exception:  # noqa: BLE001 - scheduler gone: the run goes on to its own end
+        return
+
+
+def stop_watcher(name: str, cancel: threading.Event, done: threading.Event) -> None:
+    """From a task's thread (where the worker's client is found): a thread
+    that sets ``cancel`` when the client sets the Dask event ``name``."""
+    from distributed import Event, get_client
+
+    stop = Event(name, client=get_client())
+    threading.Thread(target=_watch_stop, args=(stop, cancel, done), daemon=True).start()
+
+
+def execute_on_worker(out_dir: str, want: dict, run_json: dict, stop: str | None = None) -> Outcome:
+    """The Dask task: one run on this worker; returns its ``Outcome``.  When
+    the Dask event ``stop`` is set (the client was stopped), the guest is
+    killed (``boot.Interrupted``; the run dir is set aside on resume)."""
     kernel, provenance = _worker_setup(out_dir, tuple(sorted(want.items())))
     run = RunSpec.from_json(run_json)
     work = run.config["workload"]
@@ -89,7 +115,13 @@ def execute_on_worker(out_dir: str, want: dict, run_json: dict) -> Outcome:
         bare = {k: v for k, v in work.items() if k != "prepared"}
         prepared = _prepared_here(json.dumps(bare, sort_keys=True))
         run.config = {**run.config, "workload": {**bare, "prepared": prepared}}
-    return execute(CampaignDir(out_dir), run, kernel, provenance)
+    cancel, done = threading.Event(), threading.Event()
+    if stop:
+        stop_watcher(stop, cancel, done)
+    try:
+        return execute(CampaignDir(out_dir), run, kernel, provenance, cancel)
+    finally:
+        done.set()
 
 
 def run_on_cluster(
@@ -105,12 +137,13 @@ def run_on_cluster(
     """Submit every run to the Dask scheduler at ``address``; ``record(outcome)``
     each as it finishes (a task that raised becomes ``crashed(run, reason)``).
     ``cancel`` set: the tasks not finished are cancelled and returned through
-    ``interrupted(run)``.  Dask cannot stop a task a worker is running: that
-    guest runs on to its end (or its timeout) and writes into its own run
-    dir, which stays its own even when a rerun sets it aside
-    (``RunDir.pinned``, confinement)."""
+    ``interrupted(run)``, and the tasks running are told through a Dask
+    event: each kills its guest within ``STOP_POLL_S`` + 1 s.  Their run
+    dirs (no ``run.json``) are set aside when the campaign resumes; a guest
+    still dying then writes only into its own dir (``RunDir.pinned``,
+    confinement)."""
     try:
-        from distributed import Client, as_completed
+        from distributed import Client, Event, as_completed
     except ImportError:  # pragma: no cover - a dependency of mptlab
         raise ClusterError(
             "--cluster needs the `distributed` package (pip install distributed)"
@@ -121,6 +154,7 @@ def run_on_cluster(
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     want = kernel.identity()
     finished = threading.Event()
+    stop = f"mptlab-stop-{uuid.uuid4().hex}"
     try:
         futures = {}
         for run in runs:
@@ -129,6 +163,7 @@ def run_on_cluster(
                 str(Path(out_dir).resolve()),
                 want,
                 run.to_json(),
+                stop,
                 key=f"mptlab-{out_dir.name}-{run.run_id}-{id(run)}",
                 pure=False,
                 retries=0,
@@ -138,6 +173,7 @@ def run_on_cluster(
         def cancel_when_stopped() -> None:
             while cancel is not None and not finished.is_set():
                 if cancel.wait(0.5):
+                    Event(stop, client=client).set()  # the running tasks kill their guests
                     client.cancel(list(futures))
                     return
 

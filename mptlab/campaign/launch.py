@@ -151,6 +151,8 @@ def confine(run_dir: str, scratch: str) -> None:
 
 def main(argv: list[str]) -> int:
     # Before anything else: die with the campaign thread that started us.
+    # Measured: kill -9 of `mptlab run` with two guests (10 UML processes)
+    # running: none left 0.09 s later; without it they ran on with parent 1.
     _check(libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0), "prctl(PR_SET_PDEATHSIG)")
     args = iter(argv)
     parent = run_dir = scratch = None
