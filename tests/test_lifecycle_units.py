@@ -60,7 +60,10 @@ def test_a_second_invocation_is_refused_naming_the_holder_and_kill_9_frees_the_l
         assert lock.fd is not None
 
 
-def test_sigint_stops_the_campaign_kills_the_running_and_starts_no_more(tmp_path, monkeypatch):
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_stops_the_campaign_kills_the_running_and_starts_no_more(
+    tmp_path, monkeypatch, sig
+):
     """The runner's side of Ctrl-C with a stand-in for the guest that, like
     ``boot``, returns ``Interrupted`` once the campaign's cancel is set."""
     runs = _runs(tmp_path, 6)
@@ -74,19 +77,19 @@ def test_sigint_stops_the_campaign_kills_the_running_and_starts_no_more(tmp_path
         if len(started) == 1:
             return Outcome(run.run_id, "ok", seconds=0.1)  # one finishes before the signal
         if len(started) == 3:  # the two after it are running: signal the process
-            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            threading.Timer(0.2, os.kill, (os.getpid(), sig)).start()
         assert cancel.wait(30)
         raise boot.Interrupted("killed")
 
     monkeypatch.setattr(runner, "execute", execute)
     monkeypatch.setattr(runner, "check_confinement", lambda: None)
-    before = signal.getsignal(signal.SIGINT)
+    before = signal.getsignal(sig)
     campaign = Campaign(out, runs, KernelBuild(tmp_path, tmp_path), jobs=2)
     t0 = time.monotonic()
     report = campaign.run()
     assert time.monotonic() - t0 < 20
-    assert signal.getsignal(signal.SIGINT) is before  # the handler is the caller's again
-    assert report.stopped == "SIGINT" and len(report.outcomes) == 1
+    assert signal.getsignal(sig) is before  # the handler is the caller's again
+    assert report.stopped == sig.name and len(report.outcomes) == 1
     assert sorted(report.interrupted) == sorted(started[1:]) and len(started) == 3
     base = out / "runs" / "base"
     assert sorted(p.name for p in base.iterdir() if ".interrupted-" in p.name) == sorted(

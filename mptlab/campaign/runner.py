@@ -43,7 +43,7 @@ from pathlib import Path
 from .. import rundir
 from ..guest import workload as workloads
 from ..rundir import CampaignDir, RunSpec
-from .boot import Interrupted, check_confinement
+from .boot import CONFINE_ENV, Interrupted, check_confinement, confined
 from .cluster import run_on_cluster
 from .execute import STARVED_WAIT_SHARE, Outcome, Provenance, execute, previous
 from .kernel import KernelBuild
@@ -302,6 +302,11 @@ class Campaign:
         with CampaignLock(self.out_dir), self._stop_on_signals():
             report = self._run()
         report.stopped = self.stopped
+        if not confined() and not self.cluster:
+            report.notices.append(
+                f"guests ran unconfined ({CONFINE_ENV}=off): each could write wherever this "
+                "user can (docs/deployment.md)"
+            )
         return report
 
     def _run(self) -> CampaignReport:
