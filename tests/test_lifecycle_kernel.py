@@ -209,3 +209,39 @@ def test_a_guest_as_root_cannot_write_the_host_outside_its_run_dir(kernel, tmp_p
     assert sorted(p.name for p in outside.iterdir()) == ["victim"]
     assert (sibling / "result.json").read_text() == "{}\n"
     assert sorted(p.name for p in run_dir.parent.iterdir()) == ["rep-000", "rep-001"]
+
+
+def test_ctrl_c_of_a_cluster_client_kills_the_guests_on_the_workers(tmp_path, mptlab):
+    distributed = pytest.importorskip("distributed")
+    camp = tmp_path / "c.yaml"
+    camp.write_text(CAMPAIGN.replace("repetitions: 3", "repetitions: 2"))
+    out = tmp_path / "out"
+    runs = out / "life" / "runs" / "base"
+    with distributed.LocalCluster(
+        n_workers=1, threads_per_worker=2, processes=True, dashboard_address=None
+    ) as cluster:
+        address = cluster.scheduler_address
+        proc = subprocess.Popen(
+            [*mptlab.argv, "run", str(camp), "--cluster", address, "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        try:
+            wait_for_running_guest(runs, proc)
+            os.killpg(proc.pid, signal.SIGINT)
+            output, _ = proc.communicate(timeout=30)
+        finally:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        assert proc.returncode == 130, output
+        assert "stopped (SIGINT)" in output
+        gone_within(out, 10)  # the worker's guests, told through a Dask event
+        p = mptlab("run", str(camp), "--cluster", address, "--out", str(out), timeout=600)
+    assert p.returncode == 0, p.stdout + p.stderr
+    aside = list(runs.glob("rep-*.interrupted-1"))
+    # killed mid-run (a guest left to its end would have written its result)
+    assert aside and not [d for d in aside if (d / "result.json").exists()]
+    check_attempts(runs)
