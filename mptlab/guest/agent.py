@@ -437,7 +437,12 @@ def _run(run_dir: RunDir, state: dict) -> int:
         )
         applied = configure(ctx)
         run_dir.write_provenance(
-            {"kernel": os.uname().release, "modules_sha256": hashes, "settings": applied}
+            {
+                "kernel": os.uname().release,
+                "modules_sha256": hashes,
+                "settings": applied,
+                "attempt": os.environ.get(rundir.ATTEMPT_ENV),
+            }
         )
         start_traces(ctx)
         background = None
@@ -515,6 +520,8 @@ def _run(run_dir: RunDir, state: dict) -> int:
         if ctx.watchdog is not None and ctx.watchdog.thread.is_alive():
             ctx.watchdog.stop()
         result["finished"] = time.time()
+        # the boot this result belongs to: the host checks it against its own
+        result["attempt"] = os.environ.get(rundir.ATTEMPT_ENV)
         run_dir.write_result(result)
 
 
