@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Build the mptlab Docker image (`make docker`): no registry, no kernel rebuild.
+#
+#   scripts/docker-build.sh [TAG]       default tag: mptlab
+#
+# 1. the kernel: kernel/build.sh builds it or finds it in the host's cache
+#    (~/.cache/mptlab/kernel/<key>, ~10 min once, then reused);
+# 2. the base image: scripts/docker-base.sh (debootstrapped Debian 12,
+#    `docker import`, cached as a tarball in ~/.cache/mptlab/docker);
+# 3. build/docker/: the kernel executable (debug info stripped), its
+#    build-info.json and modules, and the host's local CA certificates (pip
+#    inside the build verifies TLS the way the host does);
+# 4. docker build, with the host's pip index if it has one.
+set -euo pipefail
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+tag=${1:-mptlab}
+log() { echo "docker: $*" >&2; }
+cd "$root"
+
+# the engine: started here if installed and not running (messages say why not)
+scripts/docker-engine.sh || exit 1
+
+kdir=$(kernel/build.sh | tail -n1)
+mdir=$(kernel/build.sh --modules-dir)
+base=$(scripts/docker-base.sh)
+
+stage=build/docker
+rm -rf "$stage"
+mkdir -p "$stage/kernel/$(basename "$kdir")/modules" "$stage/ca"
+# Debug info is 90 % of the executable and nothing in a container reads it.
+objcopy --strip-debug "$kdir/linux" "$stage/kernel/$(basename "$kdir")/linux"
+cp "$kdir/build-info.json" "$stage/kernel/$(basename "$kdir")/"
+cp -r "$mdir" "$stage/kernel/$(basename "$kdir")/modules/"
+for crt in /usr/local/share/ca-certificates/*.crt; do
+  [ -f "$crt" ] && cp "$crt" "$stage/ca/"
+done
+
+pip_index=${PIP_INDEX_URL:-}
+pip_extra=${PIP_EXTRA_INDEX_URL:-}
+if [ -z "$pip_index" ] && [ -x .venv/bin/pip ]; then
+  pip_index=$(.venv/bin/pip config get global.index-url 2>/dev/null || true)
+fi
+commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
+
+log "building image $tag from $base, kernel $(basename "$kdir")"
+start=$(date +%s)
+# The build's containers reach the apt and pip mirrors through the default
+# bridge (NAT), as on the project's machines; MPTLAB_DOCKER_BUILD_ARGS adds
+# options such as --network host where only the host can reach them.
+# shellcheck disable=SC2086
+docker build -t "$tag" \
+  --build-arg BASE="$base" \
+  --build-arg KERNEL_KEY="$(basename "$kdir")" \
+  --build-arg PIP_INDEX="$pip_index" \
+  --build-arg PIP_EXTRA_INDEX="$pip_extra" \
+  --build-arg GIT_COMMIT="$commit" \
+  ${MPTLAB_DOCKER_BUILD_ARGS:-} .
+size=$(docker image inspect -f '{{.Size}}' "$tag")
+log "image $tag: $((size / 1000000)) MB, built in $(( $(date +%s) - start )) s"
