@@ -21,6 +21,7 @@ ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
 WORKDIR /mptlab
 COPY scripts/install-deps.sh scripts/install-deps.sh
 RUN apt-get update -q \
+ && apt-get upgrade -y -q \
  && apt-get install -y -q --no-install-recommends ca-certificates \
  && scripts/install-deps.sh runtime \
  && rm -rf /var/lib/apt/lists/*
@@ -34,9 +35,10 @@ RUN update-ca-certificates >/dev/null
 ARG PIP_INDEX=
 ARG PIP_EXTRA_INDEX=
 ENV PIP_CERT=/etc/ssl/certs/ca-certificates.crt PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
-COPY pyproject.toml /tmp/pyproject.toml
-RUN python3 -c 'import tomllib; print("\n".join(tomllib.load(open("/tmp/pyproject.toml", "rb"))["project"]["dependencies"]))' > /tmp/requirements.txt \
- && python3 -m venv /mptlab/.venv \
+# pyproject.toml's dependencies only (staged by docker-build.sh): other edits
+# of pyproject.toml keep this layer
+COPY build/docker/requirements.txt /tmp/requirements.txt
+RUN python3 -m venv /mptlab/.venv \
  && /mptlab/.venv/bin/pip install -q ${PIP_INDEX:+--index-url "$PIP_INDEX"} \
       ${PIP_EXTRA_INDEX:+--extra-index-url "$PIP_EXTRA_INDEX"} \
       --upgrade pip "setuptools>=68" wheel -r /tmp/requirements.txt

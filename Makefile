@@ -27,8 +27,9 @@ docker-deps:
 
 # The image, from a debootstrapped Debian 12 and the cached kernel
 # (scripts/docker-build.sh; needs a running engine: dockerd or systemctl).
+DOCKER_TAG ?= mptlab
 docker: docker-deps
-	@scripts/docker-build.sh
+	@scripts/docker-build.sh $(DOCKER_TAG)
 
 $(STAMP): pyproject.toml
 	@scripts/install-deps.sh runtime
@@ -58,7 +59,7 @@ test: venv kernel docker-deps
 	$(PY) -m pytest $(ARGS)
 
 test-unit: venv
-	$(PY) -m pytest -m "not kernel" $(ARGS)
+	$(PY) -m pytest -m "not kernel and not docker" $(ARGS)
 
 test-kernel: venv kernel
 	$(PY) -m pytest -m kernel $(ARGS)

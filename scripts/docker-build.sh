@@ -8,8 +8,10 @@
 # 2. the base image: scripts/docker-base.sh (debootstrapped Debian 12,
 #    `docker import`, cached as a tarball in ~/.cache/mptlab/docker);
 # 3. build/docker/: the kernel executable (debug info stripped), its
-#    build-info.json and modules, and the host's local CA certificates (pip
-#    inside the build verifies TLS the way the host does);
+#    build-info.json and modules, pyproject.toml's dependencies, and the
+#    host's local CA certificates (pip inside the build verifies TLS the way
+#    the host does: the project's machines reach PyPI through a proxy whose
+#    CA is there);
 # 4. docker build, with the host's pip index if it has one.
 set -euo pipefail
 
@@ -32,8 +34,10 @@ mkdir -p "$stage/kernel/$(basename "$kdir")/modules" "$stage/ca"
 objcopy --strip-debug "$kdir/linux" "$stage/kernel/$(basename "$kdir")/linux"
 cp "$kdir/build-info.json" "$stage/kernel/$(basename "$kdir")/"
 cp -r "$mdir" "$stage/kernel/$(basename "$kdir")/modules/"
+python3 -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
+  pyproject.toml > "$stage/requirements.txt"
 for crt in /usr/local/share/ca-certificates/*.crt; do
-  [ -f "$crt" ] && cp "$crt" "$stage/ca/"
+  if [ -f "$crt" ]; then cp "$crt" "$stage/ca/"; fi
 done
 
 pip_index=${PIP_INDEX_URL:-}
