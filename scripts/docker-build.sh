@@ -47,6 +47,7 @@ if [ -z "$pip_index" ] && [ -x .venv/bin/pip ]; then
 fi
 commit=$(git rev-parse HEAD 2>/dev/null || echo unknown)
 
+previous=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
 log "building image $tag from $base, kernel $(basename "$kdir")"
 start=$(date +%s)
 # The build's containers reach the apt and pip mirrors through the default
@@ -60,5 +61,12 @@ docker build -t "$tag" \
   --build-arg PIP_EXTRA_INDEX="$pip_extra" \
   --build-arg GIT_COMMIT="$commit" \
   ${MPTLAB_DOCKER_BUILD_ARGS:-} .
+# The image this tag named before is dangling now; its own layers (~20 MB for a
+# code change, 2.4 GB when the Debian packages changed) would pile up build
+# after build.  Layers the new image shares stay.
+if [ -n "$previous" ] && [ "$previous" != "$(docker image inspect -f '{{.Id}}' "$tag")" ] \
+   && [ "$(docker image inspect -f '{{len .RepoTags}}' "$previous" 2>/dev/null)" = 0 ]; then
+  docker rmi "$previous" >/dev/null 2>&1 || true
+fi
 size=$(docker image inspect -f '{{.Size}}' "$tag")
 log "image $tag: $((size / 1000000)) MB, built in $(( $(date +%s) - start )) s"

@@ -2,7 +2,8 @@
 # Make sure a Docker engine answers: start Debian's dockerd when it is
 # installed but not running (machines without systemd, CI).
 #
-#   scripts/docker-engine.sh     exit 0: the engine answers
+#   scripts/docker-engine.sh     exit 0: the engine answers (prints the
+#                                        dockerd PID if this call started it)
 #                                exit 2: docker.io is not installed
 #                                exit 1: dockerd could not be started (its log tail on stderr)
 set -uo pipefail
@@ -24,10 +25,14 @@ if ! pgrep -x dockerd >/dev/null; then
   rm -f /var/run/docker.pid
   log "starting dockerd (log: $logf)"
   setsid dockerd >"$logf" 2>&1 < /dev/null &
+  started=$!
 fi
 # Measured: ~1 s from start to the first answer here; allow 60 for a loaded machine.
 for _ in $(seq 60); do
-  docker info >/dev/null 2>&1 && exit 0
+  if docker info >/dev/null 2>&1; then
+    [ -n "${started:-}" ] && echo "$started"
+    exit 0
+  fi
   if ! pgrep -x dockerd >/dev/null; then
     break
   fi
