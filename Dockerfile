@@ -43,19 +43,24 @@ RUN python3 -m venv /mptlab/.venv \
       ${PIP_EXTRA_INDEX:+--extra-index-url "$PIP_EXTRA_INDEX"} \
       --upgrade pip "setuptools>=68" wheel -r /tmp/requirements.txt
 
+# The checkout without build/ (the staged kernel and CAs, copied on their own
+# below): a RUN rm in the final stage would leave them in the COPY's layer.
+FROM system AS src
+COPY . /src/
+RUN rm -rf /src/build
+
 FROM system
 COPY --from=venv /mptlab/.venv /mptlab/.venv
 # The kernel: the host's cached build for this checkout's key (not rebuilt),
-# the executable without its debug info (116 MB -> ~10 MB), and its modules.
+# the executable without its debug info (116 MB -> 15 MB), and its modules.
 ARG KERNEL_KEY
 COPY build/docker/kernel/ /opt/mptlab/kernel/
 ENV MPTLAB_KERNEL_DIR=/opt/mptlab/kernel/${KERNEL_KEY} PATH=/mptlab/.venv/bin:$PATH
-COPY . /mptlab/
+COPY --from=src /src/ /mptlab/
 # mptlab itself, offline (its dependencies are in the venv already), editable
 # like `make venv` so that the checkout's data files are found; and Debian's
 # mininet for Mininet topologies, as the Makefile links it.
-RUN rm -rf /mptlab/build \
- && .venv/bin/pip install -q --no-deps --no-build-isolation --no-index -e . --config-settings editable_mode=compat \
+RUN .venv/bin/pip install -q --no-deps --no-build-isolation --no-index -e . --config-settings editable_mode=compat \
  && site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') \
  && ln -s /usr/lib/python3/dist-packages/mininet "$site/mininet" \
  && .venv/bin/python -m compileall -q mptlab \

@@ -11,7 +11,8 @@
 #    build-info.json and modules, pyproject.toml's dependencies, and the
 #    host's local CA certificates (pip inside the build verifies TLS the way
 #    the host does: the project's machines reach PyPI through a proxy whose
-#    CA is there);
+#    CA is there), and seccomp.json, the profile containers run with
+#    (scripts/docker-seccomp.sh);
 # 4. docker build, with the host's pip index if it has one.
 set -euo pipefail
 
@@ -34,6 +35,8 @@ mkdir -p "$stage/kernel/$(basename "$kdir")/modules" "$stage/ca"
 objcopy --strip-debug "$kdir/linux" "$stage/kernel/$(basename "$kdir")/linux"
 cp "$kdir/build-info.json" "$stage/kernel/$(basename "$kdir")/"
 cp -r "$mdir" "$stage/kernel/$(basename "$kdir")/modules/"
+# not part of the image: what containers are run with (--security-opt)
+scripts/docker-seccomp.sh "$stage/seccomp.json"
 python3 -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
   pyproject.toml > "$stage/requirements.txt"
 for crt in /usr/local/share/ca-certificates/*.crt; do

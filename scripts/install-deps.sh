@@ -10,7 +10,7 @@ runtime_pkgs="python3 python3-venv iproute2 iputils-ping procps psmisc ethtool i
 # The container image (make docker): Debian's engine, debootstrap for the base
 # image (no registry is needed) and Compose.  Debian 12 has Compose v1 only
 # (docker-compose 1.29, which knows profiles); the v2 plugin is not packaged.
-docker_pkgs="docker.io debootstrap docker-compose binutils"
+docker_pkgs="docker.io debootstrap docker-compose binutils python3"
 
 groups=("$@")
 [ ${#groups[@]} -eq 0 ] && groups=(kernel runtime)

@@ -28,6 +28,9 @@ REPO = Path(__file__).resolve().parent.parent
 IMAGE = "mptlab-test"
 # UML maps guest memory executable from /dev/shm; Docker's own is noexec.
 SHM = ["--tmpfs", "/dev/shm:rw,nosuid,nodev,exec,size=2g"]
+# Docker's default profile plus what guest confinement needs, no capability
+# (written by `make docker`, scripts/docker-seccomp.sh)
+SECCOMP = REPO / "build/docker/seccomp.json"
 
 pytestmark = pytest.mark.docker
 
@@ -78,6 +81,7 @@ def image(engine) -> str:
     assert proc.returncode == 0, f"make docker failed:\n{_tail(proc.stdout)}\n{_tail(proc.stderr)}"
     inspect = _docker("image", "inspect", IMAGE)
     assert inspect.returncode == 0, inspect.stderr
+    assert SECCOMP.is_file(), f"make docker did not write {SECCOMP}"
     config = json.loads(inspect.stdout)[0]["Config"]
     assert config["Entrypoint"] == ["/mptlab/.venv/bin/mptlab"]
     return IMAGE
@@ -97,7 +101,7 @@ def test_a_campaign_runs_in_an_unprivileged_container(image, tmp_path):
     results.mkdir()
     name = f"mptlab-test-{os.getpid()}"
     proc = _docker(
-        "run", "--rm", "--name", name, *SHM,
+        "run", "--rm", "--name", name, *SHM, "--security-opt", f"seccomp={SECCOMP}",
         "-v", f"{results}:/mptlab/results",
         image, "run", "blest-3g-wlan", "--quick", "--reps", "1",
         timeout=900,
@@ -134,11 +138,22 @@ def test_a_campaign_runs_on_a_compose_dask_cluster_of_two_workers(image, tmp_pat
     results = tmp_path / "results"
     results.mkdir()
     (results / "campaign.yaml").write_text(CLUSTER_CAMPAIGN)
-    env = {**os.environ, "MPTLAB_IMAGE": image, "MPTLAB_RESULTS": str(results), "MPTLAB_SHM": "2g"}
+    env = {
+        **os.environ,
+        "MPTLAB_IMAGE": image,
+        "MPTLAB_RESULTS": str(results),
+        "MPTLAB_SHM": "2g",
+        "MPTLAB_SECCOMP": str(SECCOMP),
+    }
 
     def compose_run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [*compose, *project, *args], capture_output=True, text=True, timeout=timeout, env=env
+            [*compose, *project, *args],
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            env=env,
+            cwd=REPO,
         )
 
     up = compose_run("--profile", "cluster", "up", "-d", "--scale", "dask-worker=2")
