@@ -5,11 +5,13 @@
 # build/docker/.  Run (docs/deployment.md):
 #
 #   docker run --rm --tmpfs /dev/shm:rw,nosuid,nodev,exec,size=4g \
+#       --security-opt seccomp=build/docker/seccomp.json \
 #       -v "$PWD/results:/mptlab/results" mptlab run blest-3g-wlan --reps 1 --quick
 #
 # Guests are User-Mode Linux processes: no --privileged, capability, KVM or
 # host module is needed; Docker's default seccomp profile allows the ptrace
-# calls UML makes.  UML keeps guest memory (mem=256M each) in a file on
+# calls UML makes, and seccomp.json adds the three calls that confine guests
+# in namespaces of their own (scripts/docker-seccomp.sh).  UML keeps guest memory (mem=256M each) in a file on
 # /dev/shm that it maps executable, and Docker mounts its own /dev/shm
 # noexec ("Checking PROT_EXEC mmap in /dev/shm...Operation not permitted"),
 # so --shm-size is not enough: /dev/shm must be an exec tmpfs.
