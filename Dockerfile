@@ -19,6 +19,8 @@ ARG BASE=mptlab-base
 
 # The system: the same Debian packages as on a host (scripts/install-deps.sh).
 FROM ${BASE} AS system
+# every stage inherits it: docker-build.sh removes the stale ones by it
+LABEL mptlab.stage=1
 ENV DEBIAN_FRONTEND=noninteractive LANG=C.UTF-8
 WORKDIR /mptlab
 COPY scripts/install-deps.sh scripts/install-deps.sh
