@@ -161,6 +161,13 @@ def test_a_campaign_runs_on_a_compose_dask_cluster_of_two_workers(image, tmp_pat
     up = compose_run("--profile", "cluster", "up", "-d", "--scale", "dask-worker=2")
     try:
         assert up.returncode == 0, up.stderr
+        # both workers registered before the campaign, so that both get runs
+        wait = compose_run(
+            "run", "--rm", "--entrypoint", "/mptlab/.venv/bin/python", "mptlab", "-c",
+            "from distributed import Client; "
+            "Client('tcp://dask-scheduler:8786', timeout=60).wait_for_workers(2, timeout=120)",
+        )  # fmt: skip
+        assert wait.returncode == 0, f"the two Dask workers did not register: {_tail(wait.stderr)}"
         proc = compose_run(
             "run", "--rm", "mptlab", "run", "/mptlab/results/campaign.yaml",
             "--cluster", "tcp://dask-scheduler:8786",
