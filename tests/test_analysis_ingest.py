@@ -219,3 +219,48 @@ def test_ofo_changes_become_10ms_bins_with_end_value_and_peak():
     assert list(b["ofo_bytes_max"]) == [3000, 2000, 2000, 2000, 500]  # carried in, or peaked
     assert list(b["ofo_segs_max"]) == [3, 2, 2, 2, 1]
     assert ofo_bins(None).empty
+
+
+def test_ofo_occupancy_percentiles_are_time_weighted_on_the_largest_queue():
+    import pandas as pd
+
+    from mptlab.analysis.ingest import ofo_occupancy
+
+    # receiver "bb": 8000 B for 2 s, 4000 B for 5 s, then 0 for 3 s with 200
+    # blips of 100 B, which must not pull the median down (time weights, not
+    # event counts): 0 for 30 % of the time, 4000 up to 80 %, 8000 above
+    t = [0.0, 2.0, 7.0] + [7.0 + 0.001 * i for i in range(1, 400)] + [10.0]
+    v = [8000, 4000, 0] + [100 if i % 2 else 0 for i in range(1, 400)] + [0]
+    events = pd.DataFrame(
+        {
+            "t": t + [0.0, 5.0],
+            "token": ["bb"] * len(t) + ["aa", "aa"],  # the sender side: a tiny queue
+            "ofo_bytes": v + [10, 0],
+            "ofo_segs": [1] * (len(t) + 2),
+        }
+    )
+    occ = ofo_occupancy(events)
+    assert occ == {"k_ofo_bytes_p50": 4000.0, "k_ofo_bytes_p75": 4000.0, "k_ofo_bytes_p95": 8000.0}
+    assert ofo_occupancy(None) == {}
+
+
+def test_background_pairs_sum_to_bg_received_mbps(results):
+    run_dir = next(
+        r.path
+        for c in ingest.campaign_dirs(results)
+        for r in CampaignDir(c).run_dirs()
+        if r.path.name == "rep-001" and "blest" in str(r.path)
+    )
+    res = _result(run_dir)
+    res["background"] = {
+        "pairs": [
+            {"pair": 1, "received_mbps": 6.5, "sent_mbps": 6.6},
+            {"pair": 2, "received_mbps": 3.0, "sent_mbps": 3.1},
+        ]
+    }
+    (run_dir / "result.json").write_text(json.dumps(res))
+    ingest.ingest(results, pcap=False)
+    runs = ingest.load_table(results, "runs").set_index("run_dir")
+    assert runs.loc[str(run_dir), "bg_received_mbps"] == pytest.approx(9.5)
+    # runs without background have no value, not zero
+    assert runs["bg_received_mbps"].isna().sum() == len(runs) - 1

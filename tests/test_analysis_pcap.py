@@ -250,6 +250,8 @@ def test_metrics_of_a_hand_built_exchange(tmp_path):
     # [1000, 2000) arrived at 0.5 and was in order at 1.0: 1000 bytes held 0.5 s
     assert conn["ofo_bytes_max"] == 1000 and conn["ofo_segs_max"] == 1
     assert conn["hol_bytes"] == 1000 and conn["hol_delay_max_ms"] == pytest.approx(500, abs=0.01)
+    for q in (50, 75, 95):  # one held segment: every byte-weighted percentile is its wait
+        assert conn[f"hol_delay_p{q}_ms"] == pytest.approx(500, abs=0.01)
     ofo = res.ofo[res.ofo.direction == "s2c"]
     held = ofo[(ofo.t >= 0.5) & (ofo.t < 0.99)]
     assert (held["ofo_bytes"] == 1000).all() and ofo[ofo.t >= 1.0]["ofo_bytes"].eq(0).all()

@@ -213,11 +213,50 @@ def test_bad_link_events_are_reported(tmp_path):
         ).expand("drop")
 
 
-def test_unknown_congestion_control_lists_the_built_in_ones(tmp_path):
+def test_unknown_congestion_control_lists_the_built_in_and_coupled_ones(tmp_path):
     text = GOOD.replace(
-        "    repetitions: 3\n", "    repetitions: 3\n    kernel: {congestion_control: olia}\n"
+        "    repetitions: 3\n", "    repetitions: 3\n    kernel: {congestion_control: oila}\n"
     )
     with pytest.raises(
-        SpecError, match=r"kernel.congestion_control: value not allowed: .*'reno', 'cubic', 'bbr'"
+        SpecError,
+        match=r"kernel.congestion_control: value not allowed: .*'reno', 'cubic', 'bbr'.*'olia'",
     ):
         Catalog.load(campaign(tmp_path, text)).expand("mine")
+
+
+def test_mptbm_is_off_unless_given_and_its_lambda_is_a_matrix_key(tmp_path):
+    from mptlab.spec.models import MptbmSpec
+
+    assert all(
+        r.config["kernel"]["mptbm"] is None
+        for r in Catalog.load(campaign(tmp_path, GOOD)).expand("mine")
+    )
+    text = GOOD.replace(
+        "      kernel.scheduler: [minrtt, blest]\n",
+        "      kernel.mptbm.lambda: [0, 1.5]\n",
+    ).replace(
+        "    repetitions: 3\n",
+        "    repetitions: 1\n    kernel: {mptbm: {lambda: 3, theta: 50ms}}\n",
+    )
+    runs = Catalog.load(campaign(tmp_path, text)).expand("mine")
+    # the guest gets the YAML's names and sets the kernel's per-namespace knobs from them
+    got = {
+        r.config["kernel"]["mptbm"]["lambda"]: MptbmSpec.model_validate(
+            r.config["kernel"]["mptbm"]
+        ).sysctls()
+        for r in runs
+    }  # the matrix's 0 and 1.5; the tcp variant keeps the experiment's 3
+    assert got == {
+        lam: {
+            "net.mptcp.mptbm_lambda": round(lam * 1000),
+            "net.mptcp.mptbm_theta_ms": 50,
+            "net.mptcp.mptbm_window_ms": 60000,
+        }
+        for lam in (0, 1.5, 3)
+    }
+    bad = GOOD.replace(
+        "    repetitions: 3\n",
+        "    repetitions: 3\n    kernel: {mptbm: {lambda: 1.5, theta: -1s}}\n",
+    )
+    with pytest.raises(SpecError, match=r"campaign.yaml:\d+: experiments.mine.kernel.mptbm.theta"):
+        Catalog.load(campaign(tmp_path, bad)).expand("mine")

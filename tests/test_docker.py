@@ -7,15 +7,16 @@ Needs Debian's docker.io (`make test` installs it with scripts/install-deps.sh
 docker) and starts dockerd when it is not running.  Measured on 2 shared CPUs:
 this file takes 5 min 41 s with no engine running and nothing cached but the
 kernel (the image builds in ~4 min: debootstrap ~30 s, Debian packages ~2 min,
-PyPI ~1.5 min), 2 min 20 s with the layers cached (8 s to rebuild after a
-code change); the campaign in one container takes ~70 s, the one on the
-cluster 20-30 s.
+PyPI ~1.5 min), ~3 min with the layers cached (8 s to rebuild after a
+code change); the campaign in one container (7 runs) takes ~2 min, the one on
+the cluster 30-45 s.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import textwrap
@@ -93,6 +94,9 @@ def _ok_runs(campaign: Path) -> list[dict]:
     infos = [json.loads(p.read_text()) for p in sorted(campaign.glob("runs/*/rep-*/run.json"))]
     for info in infos:
         assert info["status"] == "ok", info
+        # confined in namespaces of its own inside the container: the seccomp
+        # profile's three calls suffice, no capability (docs/deployment.md)
+        assert info["confined"] is True, info
     for result in campaign.glob("runs/*/rep-*/result.json"):
         assert json.loads(result.read_text())["metrics"]["goodput_mbps"] > 0, result
     return infos
@@ -109,9 +113,10 @@ def test_a_campaign_runs_in_an_unprivileged_container(image, tmp_path):
         timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, f"{_tail(proc.stdout)}\n{_tail(proc.stderr)}"
-    assert "5 ok, 0 not ok" in proc.stdout, proc.stdout
+    planned = int(re.search(r"(\d+) runs -> ", proc.stdout).group(1))
+    assert f"{planned} ok, 0 not ok" in proc.stdout, proc.stdout
     infos = _ok_runs(results / "blest-3g-wlan-quick")
-    assert len(infos) == 5
+    assert len(infos) == planned
     # the run dirs carry the image's kernel build, staged from the host cache
     build = json.loads(
         _docker("run", "--rm", "--entrypoint", "sh", image, "-c",

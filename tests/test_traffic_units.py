@@ -427,3 +427,19 @@ def test_experiments_file_expands_every_workload_experiment():
     for name in cat.names():
         runs = cat.expand(name, repetitions=1)
         assert runs, name
+
+
+def test_goodput_cov_uses_whole_seconds_only():
+    from mptlab.workloads.bulk import goodput_cov, metrics
+
+    steady = [{"start": i / 10, "seconds": 0.1, "bytes": 1000} for i in range(30)]
+    assert goodput_cov(steady) == pytest.approx(0.0)
+    # a 0.3 s tail would look like a 70 % dip: it is not a whole second
+    tail = steady + [{"start": 3.0 + i / 10, "seconds": 0.1, "bytes": 1000} for i in range(3)]
+    assert goodput_cov(tail) == pytest.approx(0.0)
+    # seconds of 10 and 30 kB: mean 20, sd 14.14 -> CoV 0.707
+    uneven = [{"start": float(i), "seconds": 1.0, "bytes": b} for i, b in enumerate([10e3, 30e3])]
+    assert goodput_cov(uneven) == pytest.approx(2**0.5 / 2)
+    assert goodput_cov(uneven[:1]) is None
+    report = {"intervals": [{"sum": iv} for iv in uneven], "end": {}}
+    assert metrics(report, 0.0)["goodput_cov"] == pytest.approx(2**0.5 / 2)

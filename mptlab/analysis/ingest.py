@@ -206,6 +206,11 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     )
     for k, v in {**scalars, **bg_scalars}.items():
         row[k if k not in row else f"m_{k}"] = _scalar(v)
+    pairs = bg_lists.get("bg_pairs") or []
+    if pairs and all(isinstance(p, dict) for p in pairs):
+        # what the background flows got, all pairs together: the competing
+        # TCP flows' goodput in the congestion-control pre-study
+        row["bg_received_mbps"] = float(sum(p.get("received_mbps") or 0.0 for p in pairs))
     series = []
     for name, values in {**lists, **bg_lists}.items():
         for i, v in enumerate(values):
@@ -252,7 +257,9 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     ns = nstat_rows(result)
     if len(ns):
         tables["nstat"] = ns
-    ofo = ofo_bins(_read_ofo_events(rd.trace(rundir.OFO_EVENTS)))
+    ofo_events = _read_ofo_events(rd.trace(rundir.OFO_EVENTS))
+    row.update(ofo_occupancy(ofo_events))
+    ofo = ofo_bins(ofo_events)
     if len(ofo):
         ofo["t_rel"] = ofo["t"] - t0 if t0 else np.nan
         tables["kernel_ofo"] = ofo
@@ -405,6 +412,32 @@ def ofo_bins(events: pd.DataFrame | None, bin_s: float = OFO_BIN_S) -> pd.DataFr
     return pd.concat(out, ignore_index=True)[cols]
 
 
+def ofo_occupancy(events: pd.DataFrame | None, qs: tuple[int, ...] = (50, 75, 95)) -> dict:
+    """The MPTCP OFO queue's size over time, as the MPT-BM paper's "MPTCP
+    buffer size" (its Fig. 7, Table III; KiB there, bytes here):
+    time-weighted percentiles ``k_ofo_bytes_p50/p75/p95`` of the queue of the
+    connection whose queue grew largest (the data receiver's), from its
+    first change to its last.  Time-weighted, so that a queue that sits at
+    4 MB for 9 s and is empty for 1 s has a median of 4 MB whatever the
+    number of events either way.  {} without events."""
+    if events is None or not len(events):
+        return {}
+    token = events.groupby("token")["ofo_bytes"].max().idxmax()
+    g = events[events["token"] == token].sort_values("t", kind="stable")
+    t = g["t"].to_numpy(dtype="float64")
+    v = g["ofo_bytes"].to_numpy(dtype="float64")
+    held = np.diff(t)  # each level is held until the next change
+    if len(held) == 0 or held.sum() <= 0:
+        return {f"k_ofo_bytes_p{q}": float(v[-1]) for q in qs}
+    o = np.argsort(v[:-1], kind="stable")
+    cum = np.cumsum(held[o])
+    out = {}
+    for q in qs:
+        k = min(int(np.searchsorted(cum, q / 100 * cum[-1])), len(o) - 1)
+        out[f"k_ofo_bytes_p{q}"] = float(v[:-1][o][k])
+    return out
+
+
 def _ss_columns(df: pd.DataFrame, addresses: dict) -> pd.DataFrame:
     df["path"] = [_path_of(a, addresses) for a in df["saddr"]]
     for col in ("srtt_us", "rttvar_us", "min_rtt_us"):
@@ -515,7 +548,13 @@ def _pcap_tables(pcaps: list[Path], addresses: dict, row: dict) -> dict[str, pd.
         row["pcap_data_bytes"] = float(main["data_bytes"])
         row["pcap_ofo_bytes_max"] = float(main["ofo_bytes_max"])
         row["pcap_ofo_segs_max"] = float(main["ofo_segs_max"])
-        for k in ("hol_delay_mean_ms", "hol_delay_p95_ms", "hol_delay_max_ms"):
+        for k in (
+            "hol_delay_mean_ms",
+            "hol_delay_p50_ms",
+            "hol_delay_p75_ms",
+            "hol_delay_p95_ms",
+            "hol_delay_max_ms",
+        ):
             row[f"pcap_{k}"] = float(main[k]) if main[k] is not None else np.nan
         row["pcap_reinjected_bytes"] = float(main["reinjected_bytes"])
         sf = res.subflows

@@ -120,13 +120,20 @@ def figure_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[
     work = [
         c
         for c in cols
-        if not c.startswith(("k_", "path", "pcap_", "bg_")) and not any(w in c for w in skip_words)
+        # host_*: what the run cost the host, not what the workload measured
+        if not c.startswith(("k_", "path", "pcap_", "bg_", "host_"))
+        and not any(w in c for w in skip_words)
     ]
     ok = stats.ok_runs(runs)
     work = [c for c in work if pd.to_numeric(ok[c], errors="coerce").nunique() > 1][:3]
     extra = [
         c
-        for c in ("k_ofo_bytes_max", "k_reinjected_share", "pcap_hol_delay_mean_ms")
+        for c in (
+            "k_ofo_bytes_max",
+            "k_reinjected_share",
+            "pcap_hol_delay_mean_ms",
+            "pcap_hol_delay_p95_ms",
+        )
         if c in cols and pd.to_numeric(ok[c], errors="coerce").notna().any()
     ]
     return work + extra

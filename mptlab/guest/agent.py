@@ -44,6 +44,7 @@ from types import SimpleNamespace
 
 from .. import rundir
 from ..rundir import RunDir, RunSpec
+from ..spec.knobs import mptbm_sysctls
 from ..spec.plan import NetPlan, mptcp_endpoints
 from . import modules, nstat, stall, tracepoints
 from .build import build
@@ -167,6 +168,8 @@ def configure(ctx: Context) -> dict:
         # single subflow.  1 s unless the experiment's sysctls say otherwise.
         "net.mptcp.add_addr_timeout": 1,
     }
+    if k.mptbm is not None:
+        per_ns.update(mptbm_sysctls(ctx.spec.config["kernel"]["mptbm"]))
     if k.rmem:
         per_ns["net.ipv4.tcp_rmem"] = f"4096 131072 {k.rmem}"
     if k.wmem:
@@ -434,7 +437,12 @@ def _run(run_dir: RunDir, state: dict) -> int:
         )
         applied = configure(ctx)
         run_dir.write_provenance(
-            {"kernel": os.uname().release, "modules_sha256": hashes, "settings": applied}
+            {
+                "kernel": os.uname().release,
+                "modules_sha256": hashes,
+                "settings": applied,
+                "attempt": os.environ.get(rundir.ATTEMPT_ENV),
+            }
         )
         start_traces(ctx)
         background = None
@@ -512,6 +520,8 @@ def _run(run_dir: RunDir, state: dict) -> int:
         if ctx.watchdog is not None and ctx.watchdog.thread.is_alive():
             ctx.watchdog.stop()
         result["finished"] = time.time()
+        # the boot this result belongs to: the host checks it against its own
+        result["attempt"] = os.environ.get(rundir.ATTEMPT_ENV)
         run_dir.write_result(result)
 
 

@@ -121,7 +121,9 @@ def _names_a_field(model, parts: list[str]) -> bool:
     for i, part in enumerate(parts):
         if model.model_config.get("extra") == "allow":
             return True  # e.g. workload: its model checks the fields
-        field_info = model.model_fields.get(part)
+        field_info = model.model_fields.get(part) or next(
+            (f for f in model.model_fields.values() if f.alias == part), None
+        )  # YAML names are aliases where Python's differ (kernel.mptbm.lambda)
         if field_info is None:
             return False
         ann = field_info.annotation
@@ -423,7 +425,10 @@ class Catalog:
                     ) from None
             exp = _validate(ExperimentSpec, data, src, prefix)
             self._check_references(exp, src, prefix, variant=label)
-            config = exp.model_dump(mode="json", exclude={"matrix", "variants", "extends"})
+            # by_alias: the YAML's names (kernel.mptbm.lambda, not lambda_)
+            config = exp.model_dump(
+                mode="json", by_alias=True, exclude={"matrix", "variants", "extends"}
+            )
             # the workload's and the background's fields, normalised (units -> numbers)
             params = {k: v for k, v in config["workload"].items() if k != "type"}
             workload = workload_model(exp.workload.type).model_validate(params)

@@ -19,12 +19,28 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
 
 from . import units
+from .knobs import mptbm_sysctls
 from .plan import l2_segments
 from .shapes import Shape, shape_with
 from .units import Duration, Rate, Size  # noqa: F401 - the language's unit types, for models
 
-# built into the kernel (kernel/config/mptlab.config); Linux 6.12 has no MPTCP coupled CC (LIA/OLIA)
-CongestionControl = Literal["reno", "cubic", "bbr", "vegas", "westwood", "htcp", "bic", "dctcp"]
+# built into the kernel (kernel/config/mptlab.config), plus the coupled
+# controls mptlab's modules add (kernel/modules/mptcp_{lia,olia,balia,wvegas}.c):
+# on an MPTCP subflow they couple with its siblings, on plain TCP they are Reno.
+CongestionControl = Literal[
+    "reno",
+    "cubic",
+    "bbr",
+    "vegas",
+    "westwood",
+    "htcp",
+    "bic",
+    "dctcp",
+    "lia",
+    "olia",
+    "balia",
+    "wvegas",
+]
 
 
 class Strict(BaseModel):
@@ -154,10 +170,45 @@ class PathManagerSpec(Strict):
     add_addr_accepted: int = Field(8, ge=0, le=8)
 
 
+class MptbmSpec(Strict):
+    """MPT-BM (Ferlin-Oliveira et al., IWQoS 2014, Algorithm 1): a subflow may
+    have at most ``lambda * sRTT_min / sRTT * cwnd`` segments in flight once
+    its windowed minimum sRTT reaches ``theta`` (kernel patch 0004; it sits
+    in the scheduler's "may this subflow send" test, so it composes with
+    every scheduler)."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    lambda_: float = Field(
+        alias="lambda",
+        ge=0,
+        le=1000,
+        description="tolerance over the minimum RTT (the paper: 1.5, 3.0); 0: off",
+    )
+    theta: Duration = Field(
+        100.0,
+        ge=1,
+        description="MPT-BM acts on a subflow only when its minimum sRTT is at least this "
+        "(the paper: 100 ms)",
+    )
+    window: Duration = Field(
+        60_000.0,
+        ge=1000,
+        description="sRTT_min is the minimum over this window (the paper leaves it open; "
+        "60 s chosen, kernel/README.md)",
+    )
+
+    def sysctls(self) -> dict[str, int]:
+        """The kernel's per-namespace knobs (net.mptcp.mptbm_*, patch 0004)."""
+        return mptbm_sysctls(self.model_dump(mode="json", by_alias=True))
+
+
 class KernelSpec(Strict):
     scheduler: str = "default"
     scheduler_params: dict[str, int | float | str] = {}
     congestion_control: CongestionControl = "cubic"
+    mptbm: MptbmSpec | None = Field(
+        None, description="MPT-BM bufferbloat mitigation {lambda, theta, window}; null: off"
+    )
     mptcp: bool = Field(True, description="false: single-path TCP baseline on tcp_path")
     tcp_path: int = Field(1, ge=1)
     rmem: Size | None = Field(None, description="max receive buffer (tcp_rmem[2], rmem_max)")

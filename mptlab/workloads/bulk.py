@@ -6,7 +6,10 @@ By bytes (``-n``) or by duration (``-t``); ``download`` makes the server send
 
 - ``goodput_mbps``: bytes received after the warm-up divided by that time;
 - ``goodput_total_mbps``, ``bytes_received``, ``duration_s``: whole transfer;
-- ``retransmits``: TCP retransmissions iperf3 reports for the sender.
+- ``retransmits``: TCP retransmissions iperf3 reports for the sender;
+- ``goodput_cov``: coefficient of variation (sd / mean) of the goodput in
+  the analysis window's whole seconds (the MPT-BM paper's stability metric);
+  ``duration_s`` of a byte-limited transfer is its completion time.
 
 iperf3's ``-n`` stops counting when the sender has *written* the bytes, so
 for byte-limited runs ``bytes_received`` can fall short of ``bytes`` by
@@ -130,6 +133,27 @@ def _partial(report, warmup_s: float) -> dict | None:
         return None
 
 
+def goodput_cov(intervals: list[dict], period_s: float = 1.0) -> float | None:
+    """sd / mean of the goodput per whole ``period_s`` (intervals summed by
+    their start time; a period iperf3's intervals do not fully cover, such as
+    the last one, is left out: a half-second at the end would count as a
+    dip).  None with fewer than 2 periods."""
+    bins: dict[int, list[float]] = {}
+    for iv in intervals:
+        k = int(iv.get("start", 0) // period_s)
+        acc = bins.setdefault(k, [0.0, 0.0])
+        acc[0] += iv.get("bytes", 0)
+        acc[1] += iv.get("seconds", 0)
+    rates = [b / secs for b, secs in bins.values() if secs >= 0.99 * period_s]
+    if len(rates) < 2:
+        return None
+    mean = sum(rates) / len(rates)
+    if mean <= 0:
+        return None
+    var = sum((r - mean) ** 2 for r in rates) / (len(rates) - 1)
+    return var**0.5 / mean
+
+
 def metrics(report: dict, warmup_s: float) -> dict:
     """Goodput and totals from an iperf3 JSON report (receiver view).
 
@@ -158,6 +182,7 @@ def metrics(report: dict, warmup_s: float) -> dict:
         }
     return {
         "goodput_mbps": window_bytes * 8 / window_s / 1e6 if window_s > 0 else None,
+        "goodput_cov": goodput_cov(after),
         "goodput_total_mbps": received.get("bits_per_second", 0.0) / 1e6,
         "bytes_received": received.get("bytes"),
         "bytes_sent": sent.get("bytes"),
