@@ -70,6 +70,8 @@ RUN .venv/bin/pip install -q --no-deps --no-build-isolation --no-index -e . --co
  && .venv/bin/python -m compileall -q mptlab \
  && test -x "$MPTLAB_KERNEL_DIR/linux"
 ARG GIT_COMMIT=unknown
+# provenance inside the image, which has no .git (mptlab/campaign/provenance.py)
+ENV MPTLAB_GIT_COMMIT=${GIT_COMMIT}
 LABEL org.opencontainers.image.title=mptlab org.opencontainers.image.revision=${GIT_COMMIT}
 ENTRYPOINT ["/mptlab/.venv/bin/mptlab"]
 CMD ["list"]
