@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
 
 from . import units
+from .expect import Claim
 from .plan import l2_segments
 from .shapes import Shape, shape_with
 from .units import Duration, Rate, Size  # noqa: F401 - the language's unit types, for models
@@ -307,3 +308,8 @@ class ExperimentSpec(Strict):
     )
     matrix: dict[str, list] = {}
     variants: list[dict] = []
+    expect: list[Claim] = Field(
+        default_factory=list,
+        description="the paper's claims about the variants (mptlab.spec.expect); "
+        "not part of a run's config",
+    )
