@@ -385,7 +385,9 @@ def test_the_report_leads_with_key_metrics_then_reproduction_and_has_run_health(
     assert "BLEST beats TCP on WLAN" in text and ">reproduced<" in text
     assert "not ok, left out" in text
     # without claims for the experiment: said so, quietly
-    html = report.build(root / "fixture", out=root / "r2.html", pcap=False)
+    html = report.build(
+        root / "fixture", out=root / "r2.html", pcap=False, metrics=["goodput_mbps"]
+    )
     assert (
         "No claims: fixture: fixture is not an experiment of experiments.yaml" in html.read_text()
     )
@@ -421,3 +423,14 @@ def test_key_metrics_follow_the_workload():
     dash = cbr.assign(workload="dash", avg_bitrate_mbps=3.0, switches=2, stalls=0)
     assert report.key_metrics(dash)[:3] == ["avg_bitrate_mbps", "switches", "stalls"]
     assert report.key_metrics(cbr, ["jitter_ms"]) == ["jitter_ms"]
+
+
+def test_results_reproduce_gives_one_row_per_claim(fixture_results, tmp_path):
+    import mptlab
+
+    root, claims = fixture_results
+    exp = mptlab.Experiment.from_yaml(claims, "fixture")
+    res = mptlab.Results(root / "fixture", pcap=False)
+    df = res.reproduce(exp)
+    assert list(df["verdict"]) == ["reproduced", "opposite", "inconclusive", "not run"]
+    assert df.loc[0, "n_subject"] == 2 and df.loc[0, "paper_change"] == pytest.approx(0.5)

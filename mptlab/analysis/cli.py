@@ -247,10 +247,9 @@ def cmd_reproduce(args) -> int:
         if not exp.claims:
             blocks.append(f"{exp.experiment}: no claims (the experiment has no expect: list)")
             continue
-        results = reproduce.evaluate(
-            exp.claims, reproduce.experiment_runs(runs, exp.experiment), seed=args.seed
-        )
-        blocks.append(reproduce.render_text(exp, results))
+        mine = reproduce.experiment_runs(runs, exp.experiment)
+        results = reproduce.evaluate(exp.claims, mine, seed=args.seed)
+        blocks.append(reproduce.render_text(exp, results, reproduce.quick_campaigns(mine)))
     print(f"{root}: the papers' claims (expect:) against {len(runs)} run dirs\n")
     print("\n\n".join(blocks))
     return 0

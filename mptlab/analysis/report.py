@@ -532,12 +532,19 @@ def _reproduction_section(all_runs: pd.DataFrame, claims_file: Path | None) -> s
         if exp.error or not exp.claims:
             quiet.append(f"{exp.experiment}: {exp.error or 'no expect: list'}")
             continue
-        results = reproduce.evaluate(
-            exp.claims, reproduce.experiment_runs(all_runs, exp.experiment)
-        )
+        mine = reproduce.experiment_runs(all_runs, exp.experiment)
+        results = reproduce.evaluate(exp.claims, mine)
+        quick = reproduce.quick_campaigns(mine)
         c = reproduce.counts(results)
         parts.append(
-            f"<h3>{esc(exp.experiment)}</h3><p>{esc(exp.source)}</p><p>"
+            f"<h3>{esc(exp.experiment)}</h3><p>{esc(exp.source)}</p>"
+            + (
+                f"<p class='bad'>{esc(', '.join(quick))}: --quick runs (shortened workload, "
+                "no warm-up), not the paper's setup.</p>"
+                if quick
+                else ""
+            )
+            + "<p>"
             + " ".join(
                 f"<span class='pill {VERDICT_CLASS[v]}'>{esc(v)} {n}</span>" for v, n in c.items()
             )

@@ -44,6 +44,7 @@ REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN = (
     "not run",
 )
 VERDICTS = (REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN)
+FEW = 5  # fewer runs per variant: a verdict's CI is rough, said next to it
 
 
 @dataclass
@@ -193,6 +194,8 @@ def evaluate_claim(
             res.why = f"the CI straddles the +-{claim.tolerance:.0%} band"
         else:
             res.why = "the CI includes zero"
+    elif min(len(samples[0]), len(samples[1])) < FEW:
+        res.why = f"few runs (n < {FEW}): the bootstrap CI is rough"
     for side in (subj, base):
         if side.not_ok:
             res.notes.append(f"{side.variant}: {side.not_ok} left out")
@@ -227,6 +230,14 @@ def experiment_runs(runs: pd.DataFrame, experiment: str) -> pd.DataFrame:
     return runs[keep]
 
 
+def quick_campaigns(runs: pd.DataFrame) -> list[str]:
+    """The campaigns among ``runs`` that ``mptlab run --quick`` made (named
+    ``...-quick``): shortened workloads, no warm-up, not the paper's setup."""
+    if not len(runs) or "campaign" not in runs:
+        return []
+    return sorted({str(c) for c in runs["campaign"].dropna() if str(c).endswith("-quick")})
+
+
 @dataclass
 class Expectations:
     """What the catalog says about an experiment: its claims, notes, source."""
@@ -259,6 +270,44 @@ def expectations(experiments: list[str], file: Path | None = None) -> list[Expec
         except SpecError as exc:
             out.append(Expectations(e, error=str(exc)))
     return out
+
+
+def to_frame(experiment: str, results: list[ClaimResult]) -> pd.DataFrame:
+    """One row per claim: what the table shows, as numbers."""
+    rows = []
+    for r in results:
+        cl = r.claim
+        vals = cl.paper_values() or (math.nan, math.nan)
+        row = {
+            "experiment": experiment,
+            "claim": cl.claim,
+            "source": cl.source,
+            "derived": cl.derived,
+            "metric": cl.metric,
+            "subject": r.subject.variant or r.subject.entry,
+            "baseline": r.baseline.variant or r.baseline.entry,
+            "paper_subject": vals[0],
+            "paper_baseline": vals[1],
+            "paper_change": cl.paper_change(),
+            "direction": cl.direction,
+        }
+        for name, side in (("subject", r.subject), ("baseline", r.baseline)):
+            s = side.summary
+            row[f"n_{name}"] = s.n if s else 0
+            row[f"mean_{name}"] = s.mean if s else math.nan
+            row[f"ci_low_{name}"] = s.ci_low if s else math.nan
+            row[f"ci_high_{name}"] = s.ci_high if s else math.nan
+            row[f"not_ok_{name}"] = side.not_ok
+        row.update(
+            rel_diff=r.rel_diff,
+            ci_low=r.ci_low,
+            ci_high=r.ci_high,
+            absolute=r.absolute,
+            verdict=r.verdict,
+            why=r.why,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
 
 
 # ------------------------------------------------------------------ text
@@ -315,10 +364,17 @@ def level_text(side: Side, paper: float | None, scale: float) -> str:
     return f"{ratio:.2f}x" if abs(ratio) >= 1 else f"{ratio:.2g}x"
 
 
-def render_text(exp: Expectations, results: list[ClaimResult]) -> str:
+def render_text(
+    exp: Expectations, results: list[ClaimResult], quick: list[str] | None = None
+) -> str:
     lines = [f"{exp.experiment}: {len(results)} claims"]
     if exp.source:
         lines.append(f"  source: {exp.source}")
+    if quick:
+        lines.append(
+            f"  warning: {', '.join(quick)}: --quick runs (shortened workload, no warm-up), "
+            "not the paper's setup"
+        )
     c = counts(results)
     if c:
         lines.append("  " + ", ".join(f"{n} {v}" for v, n in c.items()))
@@ -370,6 +426,8 @@ __all__ = [
     "evaluate",
     "evaluate_claim",
     "expectations",
+    "quick_campaigns",
     "render_text",
+    "to_frame",
     "verdict",
 ]
