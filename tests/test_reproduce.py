@@ -148,11 +148,13 @@ def test_failed_and_stalled_runs_are_counted_next_to_the_statistics():
             "scheduler=minrtt": (MINRTT, [*list(68 + RNG.normal(0, 1, 6)), "failed"]),
         }
     )
+    runs["host_cpu_wait_share"] = [0.5, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0] + [0.2] * 7
     r = reproduce.evaluate_claim(claim(), runs)
     assert r.subject.not_ok == "2 stalled" and r.baseline.not_ok == "1 failed"
+    assert r.subject.starved == 1 and r.baseline.starved == 6  # ok runs only
     assert r.subject.summary.n == 6 and r.subject.runs == 8
     text = reproduce.render_text(reproduce.Expectations("e", [claim()]), [r])
-    assert "not ok, left out: 2 stalled of 8" in text
+    assert "not ok, left out: 2 stalled of 8" in text and "6 starved of host CPU" in text
     assert "biased" in text
 
 

@@ -568,6 +568,11 @@ def _reproduction_section(all_runs: pd.DataFrame, claims_file: Path | None) -> s
             ]
             if not left and (r.subject.variant or r.baseline.variant):
                 left = ["none"]
+            left += [
+                f"<span class='muted'>{esc(s.variant)}: {s.starved} starved</span>"
+                for s in (r.subject, r.baseline)
+                if s.variant and s.starved
+            ]
             src = cl.source + (" (derived)" if cl.derived else "")
             why = f"<br><span class='muted'>{esc(r.why)}</span>" if r.why else ""
             note = f"<br><span class='muted'>{esc(cl.note)}</span>" if cl.note else ""
@@ -593,7 +598,7 @@ def _reproduction_section(all_runs: pd.DataFrame, claims_file: Path | None) -> s
                     "ours: subject, mean [95 % CI] n",
                     "ours: baseline",
                     "ours: difference [95 % CI]",
-                    "not ok, left out",
+                    "not ok, left out (starved: kept)",
                 ],
                 rows,
                 left=4,

@@ -45,6 +45,7 @@ REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN = (
 )
 VERDICTS = (REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN)
 FEW = 5  # fewer runs per variant: a verdict's CI is rough, said next to it
+STARVED = 0.10  # host_cpu_wait_share above this: the guest was starved (mptlab run warns)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class Side:
     runs: int = 0  # runs of the variant (current attempt, any status)
     not_ok: str = ""  # "1 stalled, 2 failed"
     no_value: int = 0  # ok runs without a value of the metric
+    starved: int = 0  # ok runs that waited > STARVED of their time for a host CPU
 
 
 @dataclass
@@ -134,6 +136,10 @@ def _side(entry: str, runs: pd.DataFrame, variants, metric_values) -> Side:
     if metric_values is not None:
         v = metric_values.loc[ok.index]
         side.no_value = int(v.isna().sum())
+    if "host_cpu_wait_share" in ok:
+        side.starved = int(
+            (pd.to_numeric(ok["host_cpu_wait_share"], errors="coerce") > STARVED).sum()
+        )
     return side
 
 
@@ -393,6 +399,8 @@ def render_text(
                 extra.append(f"not ok, left out: {side.not_ok} of {side.runs}")
             if side.no_value:
                 extra.append(f"{side.no_value} ok runs without a value")
+            if side.starved:
+                extra.append(f"{side.starved} starved of host CPU")
             lv = level_text(side, pv, cl.scale)
             if lv:
                 extra.append(f"{lv} the paper's value")
