@@ -613,6 +613,7 @@ def _reproduction_section(all_runs: pd.DataFrame, claims_file: Path | None) -> s
         "<p class='muted'>Verdicts: <i>reproduced</i>: the 95 % CI of our relative difference "
         "excludes zero and has the paper's sign (a claim of no difference: the CI lies within "
         "its tolerance); <i>opposite</i>: it excludes zero with the other sign; "
+        "<i>different</i>: a claim of no difference whose CI lies outside its tolerance; "
         "<i>inconclusive</i>: it includes zero; <i>not run</i>: a variant or the metric is "
         "not in these runs. Claims come from each experiment's <code>expect:</code> "
         "(experiments.yaml or <code>--file</code>); <code>mptlab reproduce</code> prints "
