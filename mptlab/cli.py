@@ -6,7 +6,7 @@ mptlab validate FILE                check a campaign, topology or profiles file
 mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--retry-failed]
                      [--retry-starved] [--cluster ADDRESS]
 mptlab nightly NAME [run options] | --accept [S]   run, compare with the baseline, record
-mptlab ingest|query|stats|report|compare|pcap ...  analysis (mptlab.analysis.cli)
+mptlab ingest|query|stats|report|reproduce|compare|pcap ...  analysis (mptlab.analysis.cli)
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from .campaign.cluster import ClusterError
 from .campaign.kernel import KernelNotBuilt
 from .campaign.runner import CampaignLocked
 from .spec.catalog import Catalog, file_kind
+from .spec.expect import resolve
 from .spec.yamlsrc import SpecError, load
 
 
@@ -71,6 +72,15 @@ def cmd_show(args) -> int:
     print(f"  {len(variants)} variants x {reps} repetitions = {len(runs)} runs")
     for label, keys in variants:
         print(f"  - {label}: {', '.join(f'{k}={_words(v)}' for k, v in keys.items()) or '-'}")
+    claims = cat.claims(args.name)
+    if claims:
+        print(f"  expect: {len(claims)} claims of the paper (mptlab reproduce {args.name})")
+        for c in claims:
+            absent = [e for e in c.compare if resolve(e, variants)[0] is None]
+            missing = f"  [not a variant here: {', '.join(absent)}]" if absent else ""
+            print(
+                f"  - {c.metric}: {c.compare[0]} vs {c.compare[1]}: {c.claim} ({c.source}){missing}"
+            )
     if args.runs:
         for run in runs:
             print(f"    {run.run_id}  seed={run.seed}")

@@ -19,6 +19,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
 
 from . import units
+from .expect import Claim
 from .knobs import mptbm_sysctls
 from .plan import l2_segments
 from .shapes import Shape, shape_with
@@ -304,3 +305,8 @@ class ExperimentSpec(Strict):
     )
     matrix: dict[str, list] = {}
     variants: list[dict] = []
+    expect: list[Claim] = Field(
+        default_factory=list,
+        description="the paper's claims about the variants (mptlab.spec.expect); "
+        "not part of a run's config",
+    )
