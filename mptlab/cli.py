@@ -18,8 +18,10 @@ from pathlib import Path
 
 from . import api, home, nightly
 from .analysis import cli as analysis_cli
+from .campaign.boot import ConfinementError
 from .campaign.cluster import ClusterError
 from .campaign.kernel import KernelNotBuilt
+from .campaign.runner import CampaignLocked
 from .spec.catalog import Catalog, file_kind
 from .spec.yamlsrc import SpecError, load
 
@@ -110,6 +112,9 @@ def _experiments(target: str, file: str | None) -> list[api.Experiment]:
     return [api.Experiment.from_yaml(file, target) if file else api.Experiment.from_yaml(target)]
 
 
+STOPPED = 130  # a campaign stopped by SIGINT or SIGTERM (128 + SIGINT, as a shell says)
+
+
 def cmd_run(args) -> int:
     status = 0
     for exp in _experiments(args.target, args.file):
@@ -126,9 +131,11 @@ def cmd_run(args) -> int:
                 cluster=args.cluster,
                 quiet=args.quiet,
             )
-        except (KernelNotBuilt, ClusterError) as exc:
+        except (KernelNotBuilt, ClusterError, CampaignLocked, ConfinementError) as exc:
             print(f"mptlab: {exc}", file=sys.stderr)
             return 2
+        if results.report and results.report.stopped:
+            return STOPPED  # Ctrl-C / SIGTERM: the next experiments of a file do not start
         status |= 1 if results.report and results.report.failed else 0
     return status
 
@@ -243,9 +250,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"mptlab: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before or after a campaign ran (it handles SIGINT itself)
         print("mptlab: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
+        return STOPPED
 
 
 if __name__ == "__main__":

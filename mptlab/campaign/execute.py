@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
 from .. import rundir
 from ..guest.modules import ENV as MODULES_ENV
-from ..rundir import CampaignDir, RunDirError, RunSpec, RunStatus
+from ..rundir import CampaignDir, RunDir, RunDirError, RunSpec, RunStatus
 from .boot import boot
 from .kernel import KernelBuild
 
@@ -55,11 +56,28 @@ class Provenance:
 
 
 def execute(
-    campaign: CampaignDir, run: RunSpec, kernel: KernelBuild, provenance: Provenance
+    campaign: CampaignDir,
+    run: RunSpec,
+    kernel: KernelBuild,
+    provenance: Provenance,
+    cancel: threading.Event | None = None,
 ) -> Outcome:
-    """Run ``run`` in a guest, in its own (new) run dir of ``campaign``."""
+    """Run ``run`` in a guest, in its own (new) run dir of ``campaign``.
+    ``cancel`` set meanwhile: the guest is killed and ``boot.Interrupted``
+    raised, the run dir left without ``run.json`` (set aside on resume)."""
     run_dir = campaign.run_dir(run.variant, run.repetition)
     run_dir.create()
+    with run_dir.pinned():  # from here on, this attempt writes only into this dir
+        return _execute(run_dir, run, kernel, provenance, cancel)
+
+
+def _execute(
+    run_dir: RunDir,
+    run: RunSpec,
+    kernel: KernelBuild,
+    provenance: Provenance,
+    cancel: threading.Event | None,
+) -> Outcome:
     run_dir.write_spec(run)
     timeout_s = run.config["timeout"] / 1000 + BOOT_MARGIN_S
     entry = run_dir.write_entry(f"exec {sys.executable} -m {GUEST_AGENT} {run_dir.path}\n")
@@ -71,12 +89,21 @@ def execute(
         timeout=timeout_s,
         mem_mb=run.config["kernel"].get("memory", 1 << 30) >> 20,
         env={MODULES_ENV: str(kernel.modules_dir)},
+        cancel=cancel,
     )
     try:
         result = run_dir.result()
     except RunDirError as exc:
         result = {"status": "unreadable", "error": str(exc)}
     status, reason = rundir.outcome(res.status, res.reason, result)
+    if result is not None and result.get("attempt", res.attempt) != res.attempt:
+        # Cannot happen with confined guests (each writes only its own dir);
+        # checked all the same: a result is this attempt's or none.
+        status = rundir.CRASHED
+        reason = (
+            f"{rundir.RESULT} was written by guest attempt {result.get('attempt')}, "
+            f"not by this run's {res.attempt}"
+        )
     seconds = time.time() - started
     outcome = Outcome(
         run.run_id, status, reason, seconds, cpu_wait_share=wait_share(res.cpu_wait_s, seconds)
@@ -88,6 +115,8 @@ def execute(
             "started": started,
             "seconds": outcome.seconds,
             "boot_status": res.status,
+            "attempt": res.attempt,
+            "confined": res.confined,
             "host_cpu_s": res.cpu_s,
             "host_cpu_wait_s": res.cpu_wait_s,
             "timeout_s": timeout_s,

@@ -44,7 +44,7 @@ from types import SimpleNamespace
 
 from .. import rundir
 from ..rundir import RunDir, RunSpec
-from ..spec.models import MptbmSpec
+from ..spec.knobs import mptbm_sysctls
 from ..spec.plan import NetPlan, mptcp_endpoints
 from . import modules, nstat, stall, tracepoints
 from .build import build
@@ -169,7 +169,7 @@ def configure(ctx: Context) -> dict:
         "net.mptcp.add_addr_timeout": 1,
     }
     if k.mptbm is not None:
-        per_ns.update(MptbmSpec.model_validate(ctx.spec.config["kernel"]["mptbm"]).sysctls())
+        per_ns.update(mptbm_sysctls(ctx.spec.config["kernel"]["mptbm"]))
     if k.rmem:
         per_ns["net.ipv4.tcp_rmem"] = f"4096 131072 {k.rmem}"
     if k.wmem:
@@ -437,7 +437,12 @@ def _run(run_dir: RunDir, state: dict) -> int:
         )
         applied = configure(ctx)
         run_dir.write_provenance(
-            {"kernel": os.uname().release, "modules_sha256": hashes, "settings": applied}
+            {
+                "kernel": os.uname().release,
+                "modules_sha256": hashes,
+                "settings": applied,
+                "attempt": os.environ.get(rundir.ATTEMPT_ENV),
+            }
         )
         start_traces(ctx)
         background = None
@@ -515,6 +520,8 @@ def _run(run_dir: RunDir, state: dict) -> int:
         if ctx.watchdog is not None and ctx.watchdog.thread.is_alive():
             ctx.watchdog.stop()
         result["finished"] = time.time()
+        # the boot this result belongs to: the host checks it against its own
+        result["attempt"] = os.environ.get(rundir.ATTEMPT_ENV)
         run_dir.write_result(result)
 
 
