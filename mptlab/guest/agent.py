@@ -211,8 +211,14 @@ def start_traces(ctx: Context) -> None:
         for host in (ctx.client, ctx.server):
             for dev in ctx.net.hosts[host].interfaces:
                 pcap = ctx.trace_dir / f"{dev}.pcap"
+                # -Z root: tcpdump would chown its file to the tcpdump user and give
+                # up ("Couldn't change ownership of savefile") when the guest runs
+                # confined in a user namespace (mptlab/campaign/launch.py), leaving
+                # a 24-byte capture; the guest is a throw-away root anyway.
                 args = [
                     "tcpdump",
+                    "-Z",
+                    "root",
                     "-i",
                     dev,
                     "-s",
@@ -223,7 +229,16 @@ def start_traces(ctx: Context) -> None:
                     "--immediate-mode",
                     "tcp",
                 ]
-                ctx.procs.append(ctx.net.popen(host, args, stderr=subprocess.DEVNULL))
+                err = open(ctx.trace_dir / f"{dev}.tcpdump.log", "w")  # noqa: SIM115
+                ctx.procs.append(ctx.net.popen(host, args, stderr=err))
+                err.close()  # the child holds its copy
+        time.sleep(0.5)
+        for log in sorted(ctx.trace_dir.glob("*.tcpdump.log")):
+            # a capture that died at once is no capture: say so instead of an empty file
+            if "listening on" not in log.read_text() and any(
+                p.poll() is not None for p in ctx.procs
+            ):
+                raise RuntimeError(f"tcpdump failed: {log.name}: {log.read_text().strip()[-300:]}")
     events = tracepoints.STATS_EVENTS + ((tracepoints.OFO_EVENT,) if t.ofo_events else ())
     tracepoints.enable(events, clock="mono")
     ctx.trace_reader = tracepoints.TraceReader(
