@@ -10,7 +10,11 @@
  * not carried it yet (Raiciu et al., NSDI 2012), and every slower subflow
  * that did carry it has its cwnd halved, at most once per its sRTT
  * (mptcp_sched_penalise(), patch 0005).  Both steps are module
- * parameters, for the papers that compare with and without OR&P.
+ * parameters.  retransmit=0 answers a reinject call as minrtt does (the
+ * lowest-RTT subflow with room, which may have carried the segment): the
+ * call also stands for MPTCP-level retransmissions after a timeout, which
+ * must not be refused, so the kernel's opportunistic retransmission itself
+ * cannot be switched off from here.
  */
 #include <linux/module.h>
 #include "sched_util.h"
