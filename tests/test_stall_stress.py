@@ -10,6 +10,13 @@ agent, watchdog) and asserts that none stalls, and that the runs did reach
 the memory use at which the old 256 MB guests entered memory pressure, so
 a regression of the fix would show here.
 
+Reno, as when the deadlock was found: blest-3g-wlan now runs OLIA, under
+which ``redundant`` (every byte on both paths, at the pace of the slower)
+can crawl: in one run the WLAN subflow sat at cwnd 2 for 150 s (OLIA gives
+the growth to the loss-free 3G path, whose large cwnd redundant leaves
+unused), 8.6 of 16 MiB, killed as ``timeout``: slow, not stalled (the data
+level moved all along), and not what this test is about.
+
 With the old budget, 16 MiB transfers stalled in the reproducer
 (``bench/stall_repro.py``) in most runs; a run that stalls now is reported
 by the watchdog as ``stalled`` within its ``stall_timeout``.
@@ -30,6 +37,7 @@ experiments:
     extends: blest-3g-wlan
     description: "stall stress test: short blest-3g-wlan bulk runs, every scheduler"
     workload: {{type: bulk, bytes: 16MiB, direction: download}}
+    kernel: {{congestion_control: reno}}
     warmup: 0s
     timeout: 150s
     repetitions: {REPS}
