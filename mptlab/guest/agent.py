@@ -44,7 +44,6 @@ from types import SimpleNamespace
 
 from .. import rundir
 from ..rundir import RunDir, RunSpec
-from ..spec.models import MptbmSpec
 from ..spec.plan import NetPlan, mptcp_endpoints
 from . import modules, nstat, stall, tracepoints
 from .build import build
@@ -152,6 +151,25 @@ def guest_tcp_mem(meminfo: str = "/proc/meminfo") -> str:
     return f"{pages // 2} {pages * 5 // 8} {pages * 3 // 4}"
 
 
+def guest_clock(cmdline: str = "/proc/cmdline") -> str:
+    """The clock this guest kernel runs on, read from its command line
+    (``mptlab.campaign.boot.CLOCK_ARGS``): ``virtual`` or ``real``."""
+    with open(cmdline) as f:
+        words = f.read().split()
+    return "virtual" if "time-travel=inf-cpu" in words else "real"
+
+
+def mptbm_sysctls(mptbm: dict) -> dict[str, int]:
+    """``mptlab.spec.models.MptbmSpec.sysctls`` from the spec's plain data
+    (validated on the host): the guest does not import pydantic, which costs
+    ~1 s of host CPU per guest (tests/test_architecture.py)."""
+    return {
+        "net.mptcp.mptbm_lambda": round(mptbm["lambda"] * 1000),
+        "net.mptcp.mptbm_theta_ms": round(mptbm["theta"]),
+        "net.mptcp.mptbm_window_ms": round(mptbm["window"]),
+    }
+
+
 def configure(ctx: Context) -> dict:
     """Kernel knobs in every namespace; returns what was set (for provenance)."""
     k = ctx.config.kernel
@@ -169,7 +187,7 @@ def configure(ctx: Context) -> dict:
         "net.mptcp.add_addr_timeout": 1,
     }
     if k.mptbm is not None:
-        per_ns.update(MptbmSpec.model_validate(ctx.spec.config["kernel"]["mptbm"]).sysctls())
+        per_ns.update(mptbm_sysctls(ctx.spec.config["kernel"]["mptbm"]))
     if k.rmem:
         per_ns["net.ipv4.tcp_rmem"] = f"4096 131072 {k.rmem}"
     if k.wmem:
@@ -421,7 +439,13 @@ def _run(run_dir: RunDir, state: dict) -> int:
     result: dict = {"status": rundir.RESULT_ERROR, "started": time.time()}
     outcome: WorkloadOutcome | None = None
     try:
-        ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed}")
+        clock = guest_clock()
+        ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed} clock {clock}")
+        if clock != rundir.clock_of(spec.config):
+            raise RuntimeError(
+                f"the run asks for clock {rundir.clock_of(spec.config)} but the guest runs on "
+                f"{clock} time: the host that booted it ignores clock: (an older mptlab?)"
+            )
         kernel = spec.config["kernel"]
         hashes = modules.load_schedulers(
             scheduler=kernel["scheduler"], params=kernel["scheduler_params"]
@@ -435,9 +459,17 @@ def _run(run_dir: RunDir, state: dict) -> int:
             add_addr_accepted=pm["add_addr_accepted"],
             net=Net(log=ctx.log),
         )
+        # netem's losses and jitter: drawn from the run's seed, the same at every rerun
+        netem_seeds = ctx.net.seed_netem(spec.seed)
         applied = configure(ctx)
         run_dir.write_provenance(
-            {"kernel": os.uname().release, "modules_sha256": hashes, "settings": applied}
+            {
+                "kernel": os.uname().release,
+                "clock": clock,
+                "modules_sha256": hashes,
+                "settings": applied,
+                "netem_seeds": netem_seeds,
+            }
         )
         start_traces(ctx)
         background = None
