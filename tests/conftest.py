@@ -49,11 +49,12 @@ def guest(kernel, tmp_path):
 
     The code runs as root in the guest with the venv's interpreter; it sees
     ``RUN_DIR`` (writable), ``MODULES_DIR`` (the built scheduler modules) and
-    a ``RESULT`` dict that is returned to the test as JSON.
+    a ``RESULT`` dict that is returned to the test as JSON.  ``clock``:
+    ``real`` or ``virtual`` (UML time-travel, ``mptlab.campaign.boot``).
     """
     counter = iter(range(1000))
 
-    def run(code: str, timeout: float = 120, mem_mb: int = 256) -> dict:
+    def run(code: str, timeout: float = 120, mem_mb: int = 256, clock: str = "real") -> dict:
         run_dir = tmp_path / f"guest{next(counter)}"
         run_dir.mkdir()
         body = textwrap.dedent(code)
@@ -76,6 +77,7 @@ def guest(kernel, tmp_path):
             timeout=timeout,
             mem_mb=mem_mb,
             env={"MPTLAB_MODULES_DIR": str(kernel.modules_dir)},
+            clock=clock,  # type: ignore[arg-type]
         )
         if not result.ok:
             log = result.guest_log.read_text() if result.guest_log.exists() else ""

@@ -64,7 +64,24 @@ from .kernel import KernelBuild
 # is idle ("basic" time-travel, which also lets CPU time pass, hung for 60 s
 # on the 6.1 prototype).  One kernel build serves both clocks
 # (CONFIG_UML_TIME_TRAVEL_SUPPORT=y); without these words it keeps real time.
-CLOCK_ARGS: dict[Clock, list[str]] = {"real": [], "virtual": ["time-travel=inf-cpu"]}
+# time-travel-start: the guest's wall clock starts at VIRTUAL_EPOCH at every
+# boot.  By default it starts at the host's time, and the fraction of a
+# second it starts at shifts everything the guest schedules by the wall clock
+# (Python's time.time() in the agent, the workloads, D-ITG): the same run
+# then diverged after a few hundred ms (a few us at first, then other
+# losses and retransmissions).
+VIRTUAL_EPOCH = 1_767_225_600  # 2026-01-01 00:00:00 UTC
+CLOCK_ARGS: dict[Clock, list[str]] = {
+    "real": [],
+    "virtual": [
+        "time-travel=inf-cpu",
+        f"time-travel-start={VIRTUAL_EPOCH * 10**9}",
+        "norandmaps",
+    ],
+}
+# The guest's Python under virtual time: no hash randomisation, so that set
+# and dict orders (hence what a thread does first) repeat from boot to boot.
+CLOCK_ENV: dict[Clock, dict[str, str]] = {"real": {}, "virtual": {"PYTHONHASHSEED": "0"}}
 # Host-side limit for a virtual-time guest: wall time = this x its guest-time
 # limit (plus VIRTUAL_WALL_MARGIN_S).  A pinned inf-cpu guest alone on its CPU
 # ran 3-5x faster than real time (docs/benchmarks.md, "Virtual time"); one that
@@ -191,7 +208,7 @@ def command_line(
         f"init={GUEST_INIT}",
         "quiet",
         "con=null",
-        "con0=fd:0,fd:1",
+        "con0=null,fd:1",
         f"umid={umid}",
         f"uml_dir={uml_dir}",
         *CLOCK_ARGS[check_clock(clock)],
@@ -318,7 +335,7 @@ def boot(
     for stale in (EXIT_CODE, EXIT_CODE + ".tmp", GUEST_TIMEOUT):
         (run_dir / stale).unlink(missing_ok=True)
 
-    guest_env = dict(env or {})
+    guest_env = {**CLOCK_ENV[clock], **(env or {})}
     host_cpu = None
     prefix: list[str] = []
     if clock == "virtual":
