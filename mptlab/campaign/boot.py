@@ -84,7 +84,8 @@ CLOCK_ARGS: dict[Clock, list[str]] = {
 CLOCK_ENV: dict[Clock, dict[str, str]] = {"real": {}, "virtual": {"PYTHONHASHSEED": "0"}}
 # Host-side limit for a virtual-time guest: wall time = this x its guest-time
 # limit (plus VIRTUAL_WALL_MARGIN_S).  A pinned inf-cpu guest alone on its CPU
-# ran 3-5x faster than real time (docs/benchmarks.md, "Virtual time"); one that
+# ran 3-4x faster than real time on the 6.1 prototype, a 10 s bulk run 2.1x
+# faster on a loaded host here (docs/benchmarks.md, "Virtual time"); one that
 # shares its CPU (more guests than CPUs, or other jobs on the host) runs
 # slower in proportion, and an unpinned one was measured at 2.7x slower than
 # real time.  The guest enforces its own limit in guest time; this is only
