@@ -20,6 +20,7 @@ from mptlab.guest import netlab
 from mptlab.spec.catalog import Catalog
 from mptlab.spec.yamlsrc import SpecError
 from mptlab.workloads import bulk
+from mptlab.workloads.helpers import spin
 
 CAMPAIGN = (
     "experiments:\n  e:\n    topology: two-path\n    paths: [wlan, 3g]\n"
@@ -102,37 +103,36 @@ def test_netlink_attributes_round_trip_with_padding():
     assert list(netlab._nlas(raw)) == [(1, b"netem\0"), (14, (5).to_bytes(8, "little"))]
 
 
-def _ctx(clock: str, prepared: dict | None) -> SimpleNamespace:
-    config = {"clock": clock, "workload": {"type": "bulk", "prepared": prepared}}
+def _ctx(clock: str) -> SimpleNamespace:
+    config = {"clock": clock, "workload": {"type": "bulk"}}
     return SimpleNamespace(spec=SimpleNamespace(config=config), log=lambda msg: None)
 
 
 def test_iperf3_gets_the_spin_sleep_library_under_virtual_time_only(tmp_path, monkeypatch):
-    monkeypatch.setenv("MPTLAB_CACHE", str(tmp_path))
-    prepared = bulk.prepare({})
-    lib = Path(prepared["spin_sleep"])
-    assert lib.exists() and bulk.prepare({}) == prepared  # built once
-    assert bulk.preload(_ctx("real", prepared)) == []
-    prefix = bulk.preload(_ctx("virtual", prepared))
-    assert prefix[0] == "sh" and prefix[-1] == str(lib)
+    lib = spin.build(tmp_path)
+    assert lib.exists() and spin.build(tmp_path) == lib  # built once
+    monkeypatch.delenv(spin.ENV, raising=False)
+    assert bulk.preload(_ctx("virtual")) == []  # the host could not build it
+    monkeypatch.setenv(spin.ENV, str(lib))
+    assert bulk.preload(_ctx("real")) == []
+    prefix = bulk.preload(_ctx("virtual"))
+    assert prefix[0] == "sh"
     # the shell keeps mptcpize's preload and adds ours
     out = subprocess.run(
         [*prefix, "sh", "-c", 'echo "$LD_PRELOAD"'],
-        env={"LD_PRELOAD": "/nonexistent-but-kept.so", "PATH": "/usr/bin:/bin"},
+        env={"LD_PRELOAD": "/nonexistent-but-kept.so", spin.ENV: str(lib), "PATH": "/usr/bin:/bin"},
         capture_output=True,
         text=True,
         check=True,
     ).stdout.split()
     assert out == ["/nonexistent-but-kept.so", str(lib)]
-    assert bulk.preload(_ctx("virtual", {"spin_sleep": None})) == []
 
 
-def test_the_spin_sleep_library_delays_only_selects_that_spin(tmp_path, monkeypatch):
+def test_the_spin_sleep_library_delays_only_selects_that_spin(tmp_path):
     """With the library, a loop whose select() comes back at once and does no
     I/O (writability unused; a socket at end of file read again and again)
     sleeps ~1 ms per round; a loop that moves data does not."""
-    monkeypatch.setenv("MPTLAB_CACHE", str(tmp_path))
-    lib = bulk.prepare({})["spin_sleep"]
+    lib = str(spin.build(tmp_path))
     program = (
         "import os, select, socket, time\n"
         "def timed(body):\n"

@@ -47,7 +47,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import rundir
+from .. import home, rundir
 from ..rundir import (
     CLOCKS,
     CONSOLE_LOG,
@@ -58,6 +58,7 @@ from ..rundir import (
     RunDir,
     RunStatus,
 )
+from ..workloads.helpers import spin
 from .kernel import KernelBuild
 
 # The kernel words of each clock.  inf-cpu: time advances only when the guest
@@ -341,6 +342,10 @@ def boot(
     prefix: list[str] = []
     if clock == "virtual":
         guest_env["MPTLAB_GUEST_TIMEOUT"] = f"{timeout:.3f}"
+        # for programs that busy-loop on select() (workloads.helpers.spin); without
+        # it (no C compiler) they cost much host CPU, not wrong results
+        with contextlib.suppress(RuntimeError):
+            guest_env[spin.ENV] = str(spin.build(home.cache_dir()))
         host_cpu = CPUS.acquire()
         try:
             prefix = pin_prefix(host_cpu)

@@ -20,72 +20,35 @@ receiving data", or was cut short), the run fails with iperf3's own words
 (``WorkloadError``), carrying the metrics of the intervals it did report.
 
 Under virtual time (``clock: virtual``) both iperf3 processes run with
-``helpers/spin_sleep.c`` preloaded: iperf3's sender spins on select() at
-the end of a byte-limited test, which under virtual time costs much host
-CPU and hardly any guest time (the file says why, with measurements).
-``prepare()`` builds it on the host (``cc``), once, into the cache.
+``helpers/spin_sleep.c`` preloaded (``helpers.spin``): iperf3 spins on
+select() at the end of a byte-limited test, which under virtual time costs
+much host CPU and hardly any guest time (the file says why, with measurements).
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import shutil
 import subprocess
-from pathlib import Path
 
-from .. import home, rundir
+from .. import rundir
 from ..guest.workload import WorkloadError
+from .helpers import spin
 from .helpers.common import endpoints, mptcpize
 
 PORT = 5201
-SPIN_SLEEP_SRC = Path(__file__).parent / "helpers" / "spin_sleep.c"
-
-
-def prepare(params: dict) -> dict:
-    """Build ``spin_sleep.so`` (for virtual-time runs) into the cache, keyed
-    by its source's hash; ``{"spin_sleep": path}``, or ``{"spin_sleep":
-    None, "spin_sleep_error": why}`` when it cannot be built (then a
-    virtual-time run goes on without it, slower: see the module doc)."""
-    source = SPIN_SLEEP_SRC.read_bytes()
-    key = hashlib.sha256(source).hexdigest()[:16]
-    target = home.cache_dir() / "helpers" / f"spin_sleep-{key}.so"
-    if target.exists():
-        return {"spin_sleep": str(target)}
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        return {"spin_sleep": None, "spin_sleep_error": "no C compiler (cc) on the host"}
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp.{os.getpid()}")
-    proc = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(tmp), str(SPIN_SLEEP_SRC), "-ldl"],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        return {"spin_sleep": None, "spin_sleep_error": f"cc failed: {proc.stderr.strip()[-300:]}"}
-    tmp.replace(target)
-    return {"spin_sleep": str(target)}
 
 
 def preload(ctx) -> list[str]:
     """The command prefix that adds ``spin_sleep.so`` to iperf3's preloads
-    under virtual time (after mptcpize's, which sets LD_PRELOAD to its own
-    library); nothing under real time."""
+    under virtual time (``helpers.spin``); nothing under real time."""
     if rundir.clock_of(ctx.spec.config) != "virtual":
         return []
-    prepared = ctx.spec.config["workload"].get("prepared") or {}
-    lib = prepared.get("spin_sleep")
-    if not lib:
+    if not spin.prefix():
         ctx.log(
-            "bulk: no spin_sleep.so ("
-            + str(prepared.get("spin_sleep_error", "not prepared"))
-            + "): a byte-limited transfer's end will cost much host CPU under virtual time"
+            "bulk: no spin_sleep.so (the host could not build it): a byte-limited "
+            "transfer's end will cost much host CPU under virtual time"
         )
-        return []
-    return ["sh", "-c", 'LD_PRELOAD="${LD_PRELOAD:+$LD_PRELOAD }$0" exec "$@"', lib]
+    return spin.prefix()
 
 
 def _endpoints(ctx) -> tuple[str, str | None]:
