@@ -9,7 +9,8 @@ kernel's random numbers are seeded from the host at boot (UML's
 ``os_getrandom`` in um_arch.c), so a transfer's timing can still differ by
 some microseconds between boots, and through losses and retransmissions
 that grows.  The tests below check what holds: delays to the microsecond, a
-lossless transfer's goodput to 1e-4 and its bytes exactly.
+lossless transfer's goodput to 1e-4 and its bytes exactly, a ping train's
+minimum exactly and its mean and maximum within 5 us (seen: 1-2 us apart).
 """
 
 from __future__ import annotations
@@ -145,4 +146,11 @@ def test_a_virtual_time_run_repeats_alone_and_beside_another_guest(guest, kernel
     # iperf3 -n: the receiver's count stops a little short of 4 MiB, the same each time
     assert alone["bytes"] == beside["bytes"] and alone["retransmits"] == beside["retransmits"] == 0
     assert abs(beside["goodput"] - alone["goodput"]) / alone["goodput"] < 1e-4, (alone, beside)
-    assert beside["ping"] == alone["ping"], (alone["ping"], beside["ping"])
+    # the delay line is exact: the minimum is the configured 20 ms to the
+    # microsecond; averages and maxima agree within a few microseconds (the
+    # guest kernel's host-seeded randomness, see the module doc)
+    a, b = (
+        [float(v) for v in r["ping"].split("=")[1].split()[0].split("/")] for r in (alone, beside)
+    )
+    assert a[0] == b[0] == 20.0, (alone["ping"], beside["ping"])
+    assert all(abs(x - y) <= 0.005 for x, y in zip(a, b, strict=True)), (a, b)
