@@ -9,17 +9,27 @@ STAMP := $(VENV)/.installed
 NAME ?=
 ARGS ?=
 
-.PHONY: help deps venv kernel modules experiment test test-unit test-kernel lint format bench clean
+.PHONY: help deps docker-deps docker venv kernel modules experiment test test-unit test-kernel lint format bench clean
 
 help:
 	@echo "make experiment NAME=<name> [ARGS='--reps 5 --quick']   run a named experiment"
 	@echo "make test                                             all tests (boots the kernel)"
 	@echo "make kernel                                           build the UML kernel + modules (cached)"
+	@echo "make docker                                           the Docker image 'mptlab' (docs/deployment.md)"
 	@echo "make bench                                            benchmarks -> docs/benchmarks.md"
 	@echo "make lint                                             ruff, mypy, checkpatch"
 
 deps:
 	@scripts/install-deps.sh
+
+docker-deps:
+	@scripts/install-deps.sh docker
+
+# The image, from a debootstrapped Debian 12 and the cached kernel
+# (scripts/docker-build.sh; needs a running engine: dockerd or systemctl).
+DOCKER_TAG ?= mptlab
+docker: docker-deps
+	@scripts/docker-build.sh $(DOCKER_TAG)
 
 $(STAMP): pyproject.toml
 	@scripts/install-deps.sh runtime
@@ -44,11 +54,12 @@ experiment: venv kernel
 	@if [ -z "$(NAME)" ]; then echo "usage: make experiment NAME=<name>  (see: $(VENV)/bin/mptlab list)"; exit 2; fi
 	$(VENV)/bin/mptlab run $(NAME) $(ARGS)
 
-test: venv kernel
+# docker-deps: the `docker` tests build and run the image (tests/test_docker.py)
+test: venv kernel docker-deps
 	$(PY) -m pytest $(ARGS)
 
 test-unit: venv
-	$(PY) -m pytest -m "not kernel" $(ARGS)
+	$(PY) -m pytest -m "not kernel and not docker" $(ARGS)
 
 test-kernel: venv kernel
 	$(PY) -m pytest -m kernel $(ARGS)

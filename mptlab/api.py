@@ -243,6 +243,32 @@ class Results:
         metrics = [metric] if isinstance(metric, str) else list(metric)
         return stats.summarize(stats.qualify_variants(self.runs), metrics, by=by, seed=seed)
 
+    def reproduce(self, experiment: Experiment | str | None = None, seed: int = 0) -> Any:
+        """The paper's claims (``expect:``) against these runs, one row per claim
+        (``mptlab reproduce``): an Experiment's own claims, a named experiment's
+        (experiments.yaml), or (None) those of every experiment in the runs."""
+        import pandas as pd
+
+        from .analysis import reproduce
+
+        self.ingest()
+        runs = ingest.load_runs(self.path)
+        if isinstance(experiment, Experiment):
+            exps = [
+                reproduce.Expectations(experiment.name, experiment.catalog.claims(experiment.name))
+            ]
+        else:
+            names = [experiment] if experiment else sorted(set(runs["experiment"].dropna()))
+            exps = reproduce.expectations([str(n) for n in names])
+        frames = []
+        for exp in exps:
+            if exp.error:
+                raise SpecError(exp.error)
+            mine = reproduce.experiment_runs(runs, exp.experiment)
+            results = reproduce.evaluate(exp.claims, mine, seed=seed)
+            frames.append(reproduce.to_frame(exp.experiment, results))
+        return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame()
+
     def html(self, out: Path | None = None, **options: Any) -> Path:
         """The self-contained HTML report (``mptlab report``); its path."""
         return html_report.build(self.path, out=out, pcap=self.pcap, **options)

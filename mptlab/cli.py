@@ -6,7 +6,7 @@ mptlab validate FILE                check a campaign, topology or profiles file
 mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--retry-failed]
                      [--retry-starved] [--cluster ADDRESS] [--clock real|virtual]
 mptlab nightly NAME [run options] | --accept [S]   run, compare with the baseline, record
-mptlab ingest|query|stats|report|compare|pcap ...  analysis (mptlab.analysis.cli)
+mptlab ingest|query|stats|report|reproduce|compare|pcap ...  analysis (mptlab.analysis.cli)
 """
 
 from __future__ import annotations
@@ -18,10 +18,13 @@ from pathlib import Path
 
 from . import api, home, nightly
 from .analysis import cli as analysis_cli
+from .campaign.boot import ConfinementError
 from .campaign.cluster import ClusterError
 from .campaign.kernel import KernelNotBuilt
+from .campaign.runner import CampaignLocked
 from .rundir import CLOCKS
 from .spec.catalog import Catalog, file_kind
+from .spec.expect import resolve
 from .spec.yamlsrc import SpecError, load
 
 
@@ -70,6 +73,15 @@ def cmd_show(args) -> int:
     print(f"  {len(variants)} variants x {reps} repetitions = {len(runs)} runs")
     for label, keys in variants:
         print(f"  - {label}: {', '.join(f'{k}={_words(v)}' for k, v in keys.items()) or '-'}")
+    claims = cat.claims(args.name)
+    if claims:
+        print(f"  expect: {len(claims)} claims of the paper (mptlab reproduce {args.name})")
+        for c in claims:
+            absent = [e for e in c.compare if resolve(e, variants)[0] is None]
+            missing = f"  [not a variant here: {', '.join(absent)}]" if absent else ""
+            print(
+                f"  - {c.metric}: {c.compare[0]} vs {c.compare[1]}: {c.claim} ({c.source}){missing}"
+            )
     if args.runs:
         for run in runs:
             print(f"    {run.run_id}  seed={run.seed}")
@@ -111,6 +123,9 @@ def _experiments(target: str, file: str | None) -> list[api.Experiment]:
     return [api.Experiment.from_yaml(file, target) if file else api.Experiment.from_yaml(target)]
 
 
+STOPPED = 130  # a campaign stopped by SIGINT or SIGTERM (128 + SIGINT, as a shell says)
+
+
 def cmd_run(args) -> int:
     status = 0
     for exp in _experiments(args.target, args.file):
@@ -128,9 +143,11 @@ def cmd_run(args) -> int:
                 quiet=args.quiet,
                 clock=args.clock,
             )
-        except (KernelNotBuilt, ClusterError) as exc:
+        except (KernelNotBuilt, ClusterError, CampaignLocked, ConfinementError) as exc:
             print(f"mptlab: {exc}", file=sys.stderr)
             return 2
+        if results.report and results.report.stopped:
+            return STOPPED  # Ctrl-C / SIGTERM: the next experiments of a file do not start
         status |= 1 if results.report and results.report.failed else 0
     return status
 
@@ -252,9 +269,9 @@ def main(argv: list[str] | None = None) -> int:
     except SpecError as exc:
         print(f"mptlab: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
+    except KeyboardInterrupt:  # before or after a campaign ran (it handles SIGINT itself)
         print("mptlab: interrupted; rerun the same command to resume", file=sys.stderr)
-        return 130
+        return STOPPED
 
 
 if __name__ == "__main__":

@@ -112,6 +112,9 @@ def run(
     try:
         results = api.run(experiment, out=night, **run_options)
         run_exit = 1 if results.report and results.report.failed else 0
+        if results.report and results.report.stopped:
+            print(f"nightly: stopped ({results.report.stopped}); no report", file=sys.stderr)
+            return 130
         camp = _campaign_of(night)
     except (KernelNotBuilt, ClusterError, FileNotFoundError) as exc:
         _history(

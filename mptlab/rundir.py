@@ -3,6 +3,7 @@
 A campaign dir (``results/<experiment>/`` by default) holds::
 
     campaign.json                 what was asked: runs, order, seed, provenance
+    campaign.lock                 flock()ed by the invocation running (its PID inside)
     runs/<variant>/rep-NNN/       one run dir per run (self-describing):
         spec.json                 the fully expanded run (``RunSpec``), by the host
         guest-entry.sh            what the guest runs, by the host
@@ -42,11 +43,12 @@ Format
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -55,6 +57,7 @@ FORMAT: Final = 1
 
 # ---------------------------------------------------------------- names
 CAMPAIGN: Final = "campaign.json"
+LOCK: Final = "campaign.lock"  # flock()ed by the invocation using the campaign dir; holds its PID
 RUNS: Final = "runs"
 SPEC: Final = "spec.json"
 ENTRY: Final = "guest-entry.sh"
@@ -71,6 +74,9 @@ TRACES: Final = "traces"
 OFO_EVENTS: Final = "ofo-events.csv"
 KTRACE: Final = "ktrace.txt"
 STALL_SNAPSHOT: Final = "stall-snapshot.json"
+# The guest's environment variable holding its boot's attempt id; the agent
+# writes it into result.json and guest-provenance.json, the host into run.json.
+ATTEMPT_ENV: Final = "MPTLAB_ATTEMPT"
 
 
 def sampler_trace(host: str, kind: str) -> str:
@@ -157,26 +163,45 @@ def breakdown(statuses: Iterable[str]) -> str:
 
 
 # -------------------------------------------------------------- writing
-def atomic_write(path: Path, text: str) -> None:
+def atomic_write(path: Path, text: str, dir_fd: int | None = None) -> None:
     """Write ``text`` to ``path`` so that a reader sees the old file or the
-    new one, never a part (a temporary sibling renamed into place)."""
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    new one, never a part (a temporary sibling renamed into place).  The
+    temporary is created afresh and never through a symbolic link (a guest
+    may have left one in its run dir).  ``dir_fd``: an open directory to
+    write in instead of ``path``'s parent (``RunDir.pinned``)."""
+    tmp = path.name + ".tmp"
+    parent = dir_fd if dir_fd is not None else os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp, dir_fd=parent)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+        with open(os.open(tmp, flags, 0o666, dir_fd=parent), "w") as f:
+            f.write(text)
+        os.replace(tmp, path.name, src_dir_fd=parent, dst_dir_fd=parent)
+    finally:
+        if dir_fd is None:
+            os.close(parent)
 
 
-def write_json(path: Path, data: dict, indent: int = 1) -> None:
-    atomic_write(path, json.dumps(data, indent=indent, default=str))
+def write_json(path: Path, data: dict, indent: int = 1, dir_fd: int | None = None) -> None:
+    atomic_write(path, json.dumps(data, indent=indent, default=str), dir_fd)
 
 
 class RunDirError(ValueError):
     """A run dir's file that exists but cannot be read."""
 
 
-def read_json(path: Path) -> dict | None:
-    """A JSON file of a run or campaign dir; None if it does not exist."""
+def read_json(path: Path, dir_fd: int | None = None) -> dict | None:
+    """A JSON file of a run or campaign dir; None if it does not exist.
+    ``dir_fd``: read ``path.name`` in that open directory, not through a link."""
     try:
-        data = json.loads(path.read_text())
+        if dir_fd is None:
+            text = path.read_text()
+        else:
+            flags = os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC
+            with open(os.open(path.name, flags, dir_fd=dir_fd)) as f:
+                text = f.read()
+        data = json.loads(text)
     except FileNotFoundError:
         return None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -229,6 +254,8 @@ class RunInfo(typing.TypedDict, total=False):
     started: float
     seconds: float
     boot_status: RunStatus
+    attempt: str
+    confined: bool
     host_cpu_s: float | None
     host_cpu_wait_s: float | None
     timeout_s: float
@@ -258,9 +285,34 @@ class RunDir:
 
     def __init__(self, path: os.PathLike[str] | str):
         self.path = Path(path)
+        self._fd: int | None = None  # while pinned(): the dir's inode, wherever it is renamed
 
     def __repr__(self) -> str:
         return f"RunDir({str(self.path)!r})"
+
+    @contextlib.contextmanager
+    def pinned(self) -> Iterator[RunDir]:
+        """While in this block the host's writers write into this directory
+        (its inode, held open), even if another invocation renames it away
+        meanwhile (``set_aside``) and a new attempt takes its name: an
+        attempt never writes into a later attempt's run dir."""
+        self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            yield self
+        finally:
+            os.close(self._fd)
+            self._fd = None
+
+    def moved(self) -> bool:
+        """Pinned, and the path no longer names this directory (set aside)."""
+        if self._fd is None:
+            return False
+        try:
+            here = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        mine = os.fstat(self._fd)
+        return (here.st_dev, here.st_ino) != (mine.st_dev, mine.st_ino)
 
     def __fspath__(self) -> str:
         return str(self.path)
@@ -323,10 +375,10 @@ class RunDir:
         return RunSpec.from_json(data)
 
     def run_info(self) -> RunInfo | None:
-        return typing.cast(RunInfo | None, read_json(self.path / RUN))
+        return typing.cast(RunInfo | None, read_json(self.path / RUN, self._fd))
 
     def result(self) -> dict | None:
-        return read_json(self.path / RESULT)
+        return read_json(self.path / RESULT, self._fd)
 
     def provenance(self) -> dict | None:
         return read_json(self.path / PROVENANCE)
@@ -347,7 +399,7 @@ class RunDir:
         self.path.mkdir(parents=True)
 
     def write_spec(self, spec: RunSpec) -> None:
-        write_json(self.path / SPEC, spec.to_json())
+        write_json(self.path / SPEC, spec.to_json(), dir_fd=self._fd)
 
     def write_entry(self, script: str) -> Path:
         """The program the guest runs (a /bin/sh script)."""
@@ -357,7 +409,7 @@ class RunDir:
         return entry
 
     def write_run_info(self, info: dict[str, Any]) -> None:
-        write_json(self.path / RUN, {"format": FORMAT, **info})
+        write_json(self.path / RUN, {"format": FORMAT, **info}, dir_fd=self._fd)
 
     def write_result(self, result: dict[str, Any]) -> None:
         write_json(self.path / RESULT, {"format": FORMAT, **result})

@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
 # Install the Debian packages mptlab needs, only those that are missing.
-# Usage: scripts/install-deps.sh [group...]   groups: kernel runtime (default: all)
+# Usage: scripts/install-deps.sh [group...]   groups: kernel runtime docker
+# (default: kernel runtime; `make test` and `make docker` add docker).
 set -euo pipefail
 
 kernel_pkgs="linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev xz-utils kmod"
 runtime_pkgs="python3 python3-venv iproute2 iputils-ping procps psmisc ethtool iperf3 mptcpize
   tcpdump bridge-utils mininet d-itg nghttp2-client nghttp2-server ffmpeg chromium tshark"
+# The container image (make docker): Debian's engine, debootstrap for the base
+# image (no registry is needed) and Compose.  Debian 12 has Compose v1 only
+# (docker-compose 1.29, which knows profiles); the v2 plugin is not packaged.
+docker_pkgs="docker.io debootstrap docker-compose binutils python3"
 
 groups=("$@")
 [ ${#groups[@]} -eq 0 ] && groups=(kernel runtime)
@@ -15,7 +20,8 @@ for g in "${groups[@]}"; do
   case "$g" in
     kernel) want="$want $kernel_pkgs" ;;
     runtime) want="$want $runtime_pkgs" ;;
-    *) echo "install-deps: unknown group '$g' (allowed: kernel, runtime)" >&2; exit 2 ;;
+    docker) want="$want $docker_pkgs" ;;
+    *) echo "install-deps: unknown group '$g' (allowed: kernel, runtime, docker)" >&2; exit 2 ;;
   esac
 done
 

@@ -242,3 +242,25 @@ def test_ofo_occupancy_percentiles_are_time_weighted_on_the_largest_queue():
     occ = ofo_occupancy(events)
     assert occ == {"k_ofo_bytes_p50": 4000.0, "k_ofo_bytes_p75": 4000.0, "k_ofo_bytes_p95": 8000.0}
     assert ofo_occupancy(None) == {}
+
+
+def test_background_pairs_sum_to_bg_received_mbps(results):
+    run_dir = next(
+        r.path
+        for c in ingest.campaign_dirs(results)
+        for r in CampaignDir(c).run_dirs()
+        if r.path.name == "rep-001" and "blest" in str(r.path)
+    )
+    res = _result(run_dir)
+    res["background"] = {
+        "pairs": [
+            {"pair": 1, "received_mbps": 6.5, "sent_mbps": 6.6},
+            {"pair": 2, "received_mbps": 3.0, "sent_mbps": 3.1},
+        ]
+    }
+    (run_dir / "result.json").write_text(json.dumps(res))
+    ingest.ingest(results, pcap=False)
+    runs = ingest.load_table(results, "runs").set_index("run_dir")
+    assert runs.loc[str(run_dir), "bg_received_mbps"] == pytest.approx(9.5)
+    # runs without background have no value, not zero
+    assert runs["bg_received_mbps"].isna().sum() == len(runs) - 1

@@ -11,7 +11,7 @@ guest stays cheap.
     api, nightly, cli, mptlab    composing all of them
 
 An import may go to its own layer or below.  Besides, ``guest`` imports of
-``spec`` only the plain data (shapes, plans, units) and ``analysis`` only
+``spec`` only the plain data (shapes, plans, units, knobs) and ``analysis`` only
 ``rundir`` and ``spec``.  Imports under ``if TYPE_CHECKING:`` are types
 only and left out; imports inside functions count.
 """
@@ -41,6 +41,7 @@ ONLY = {  # a part: the modules (and packages) of mptlab it may import, besides 
         "mptlab.spec.shapes",
         "mptlab.spec.plan",
         "mptlab.spec.units",
+        "mptlab.spec.knobs",
     ),
     "mptlab.analysis": ("mptlab.rundir", "mptlab.spec"),
 }

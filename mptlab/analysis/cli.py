@@ -4,6 +4,7 @@ mptlab ingest DIR [--force] [--no-pcap]           run dirs -> DIR/analysis/*.par
 mptlab query SQL [-d DIR] [--csv]                  DuckDB SQL over the tables
 mptlab stats DIR [--metric M] [--reference V]      n, mean, median, sd, CI; differences; reps
 mptlab report DIR [--out FILE]                     self-contained HTML report
+mptlab reproduce NAME|DIR [DIR] [--file F]         the paper's claims (expect:) against the runs
 mptlab compare BASELINE CURRENT [--rules F]        regression check (exit 1 on failure)
 mptlab pcap FILE... [--client ADDR ...]            MPTCP metrics from packet captures
 
@@ -196,10 +197,61 @@ def cmd_report(args) -> int:
             reference=args.reference,
             by=args.by,
             pcap=not args.no_pcap,
+            claims_file=Path(args.file) if args.file else None,
         )
     except ValueError as exc:
         raise SpecError(str(exc)) from None
     print(out)
+    return 0
+
+
+def _reproduce_target(args) -> tuple[Path, str | None]:
+    """(results dir, experiment name or None: every experiment in the dir)."""
+    target = Path(args.target)
+    if args.dir is None and target.is_dir():
+        return target, None
+    name = args.target
+    if args.dir is not None:
+        return _dir(args.dir), name
+    for cand in (args.results / name, args.results / f"{name}-quick"):
+        if cand.is_dir():
+            return cand, name
+    raise SpecError(
+        f"mptlab reproduce: no campaign dir {args.results / name} (nor {name}-quick); "
+        f"run `mptlab run {name}` or give the dir: mptlab reproduce {name} DIR"
+    )
+
+
+def cmd_reproduce(args) -> int:
+    from . import ingest, reproduce
+
+    root, name = _reproduce_target(args)
+    if not args.no_ingest:
+        ingest.ingest(root, pcap=not args.no_pcap)
+    runs = ingest.load_table(root, "runs")
+    if not len(runs):
+        raise SpecError(f"{root}: no run dirs found")
+    present = sorted({str(e) for e in runs["experiment"].dropna()})
+    if name is not None and name not in present:
+        raise SpecError(
+            f"{root}: no runs of {name}; experiments there: {', '.join(present) or 'none'}"
+        )
+    names = [name] if name else present
+    blocks = []
+    for exp in reproduce.expectations(names, Path(args.file) if args.file else None):
+        if exp.error:
+            if name is not None:
+                raise SpecError(exp.error)
+            blocks.append(f"{exp.experiment}: no claims ({exp.error})")
+            continue
+        if not exp.claims:
+            blocks.append(f"{exp.experiment}: no claims (the experiment has no expect: list)")
+            continue
+        mine = reproduce.experiment_runs(runs, exp.experiment)
+        results = reproduce.evaluate(exp.claims, mine, seed=args.seed)
+        blocks.append(reproduce.render_text(exp, results, reproduce.quick_campaigns(mine)))
+    print(f"{root}: the papers' claims (expect:) against {len(runs)} run dirs\n")
+    print("\n\n".join(blocks))
     return 0
 
 
@@ -299,8 +351,24 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
     p.add_argument("--metric", action="append", help="metric to plot (repeatable)")
     p.add_argument("--reference", help="variant the others are compared with (default: the first)")
     p.add_argument("--by", default="variant", help="group column (default: variant)")
+    p.add_argument("--file", help="campaign file with the claims (default: experiments.yaml)")
     p.add_argument("--no-pcap", action="store_true")
     p.set_defaults(func=bad_input_is_spec_error(cmd_report))
+
+    p = sub.add_parser(
+        "reproduce", help="the paper's claims (an experiment's expect:) against its runs"
+    )
+    p.add_argument(
+        "target", help="experiment NAME (its claims), or a results DIR (every experiment in it)"
+    )
+    p.add_argument(
+        "dir", nargs="?", help=f"results dir of NAME (default: {results}/NAME, or NAME-quick)"
+    )
+    p.add_argument("--file", help="campaign file with the claims (default: experiments.yaml)")
+    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--no-ingest", action="store_true")
+    p.add_argument("--no-pcap", action="store_true")
+    p.set_defaults(func=bad_input_is_spec_error(cmd_reproduce), results=results)
 
     p = sub.add_parser("compare", help="compare a campaign with a baseline (exit 1 on regression)")
     p.add_argument("baseline")

@@ -206,6 +206,11 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     )
     for k, v in {**scalars, **bg_scalars}.items():
         row[k if k not in row else f"m_{k}"] = _scalar(v)
+    pairs = bg_lists.get("bg_pairs") or []
+    if pairs and all(isinstance(p, dict) for p in pairs):
+        # what the background flows got, all pairs together: the competing
+        # TCP flows' goodput in the congestion-control pre-study
+        row["bg_received_mbps"] = float(sum(p.get("received_mbps") or 0.0 for p in pairs))
     series = []
     for name, values in {**lists, **bg_lists}.items():
         for i, v in enumerate(values):

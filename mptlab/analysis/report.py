@@ -2,15 +2,19 @@
 
     mptlab report RESULTS_DIR [--out FILE] [--metric M ...] [--reference VARIANT]
 
-Sections: overview (runs per variant and status), summary statistics of every
-metric per variant (n, mean, median, sd, 95 % bootstrap CI), each variant
-against a reference (relative difference with CI, Mann-Whitney U p-value),
-repetitions needed for a given effect, figures (PNG embedded; PDFs written
-next to the report), the kernel's drop/prune/OFO/retransmission counters
-per variant (nstat), every run that is not ok (failed, stalled, timeout,
-...) with its reason, and provenance
-(campaign.json, each variant's spec, the guests' tool versions and module
-hashes).  Figures and tables show n everywhere.
+Sections, the science first: overview (runs per variant and status), key
+metrics (the workload's primary ones, MPTCP's retransmissions and OFO
+queue, path shares; every metric folded below) per variant (n, mean,
+median, sd, 95 % bootstrap CI, and the runs left out because they did not
+end ok), the reproduction of the paper (each experiment's ``expect:``
+claims, ``mptlab.analysis.reproduce``), each variant against a reference
+(relative difference with CI, Mann-Whitney U p-value), repetitions needed
+for a given effect, figures (PNG embedded; PDFs written next to the
+report), run health (statuses, host CPU and wait, starved runs), the
+kernel's drop/prune/OFO/retransmission counters per variant (nstat), every
+run that is not ok (failed, stalled, timeout, ...) with its reason, and
+provenance (campaign.json, each variant's spec, the guests' tool versions
+and module hashes).  Figures and tables show n everywhere.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from ..rundir import CampaignDir, RunDir, RunDirError, breakdown
-from . import figures, ingest, stats
+from . import figures, ingest, reproduce, stats
 
 # kernel counters worth a look per variant: drops, pruning, out-of-order
 # queueing, retransmissions, timeouts, MPTCP reinjections (name patterns)
@@ -111,25 +115,79 @@ def _img(path: Path, caption: str, pdf: Path, base: Path) -> str:
     )
 
 
-def figure_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[str]:
-    """The metrics worth a figure: the workload's main ones and the MPTCP ones."""
-    cols = stats.metric_columns(stats.ok_runs(runs))
+# the workload's primary metrics (docs/workloads.md), as the papers report them
+WORKLOAD_METRICS = {
+    "bulk": ("goodput_mbps", "goodput_cov", "duration_s", "retransmits"),
+    "cbr": ("delay_mean_ms", "delay_p95_ms", "jitter_ms", "frames_lost"),
+    "blocks": ("delay_mean_ms", "delay_p95_ms", "worst_delay_increase_pct"),
+    "web": ("page_load_s",),
+    "dash": ("avg_bitrate_mbps", "switches", "stalls", "stall_s"),
+    "live": ("in_time_ratio", "frames_in_time", "frames_dropped"),
+    "idle": ("duration_s",),
+}
+# MPTCP's own, whatever the workload: retransmissions, reinjections, the OFO
+# queue's peak and size, how long data waited in it
+MPTCP_METRICS = (
+    "k_tcp_retrans",
+    "k_reinjected_share",
+    "k_ofo_bytes_max",
+    "k_ofo_bytes_p95",
+    "pcap_hol_delay_mean_ms",
+    "pcap_hol_delay_p95_ms",
+)
+# what a run cost the host: emulator health, not a result ("Run health")
+HEALTH_METRICS = ("host_cpu_s", "host_cpu_wait_s", "host_cpu_wait_share")
+STARVED_SHARE = 0.10  # host_cpu_wait_share above this: `mptlab run` warned (starved)
+
+
+def _has_values(ok: pd.DataFrame, col: str) -> bool:
+    return col in ok and pd.to_numeric(ok[col], errors="coerce").notna().any()
+
+
+def key_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[str]:
+    """The workload's primary metrics, MPTCP's (retransmissions, OFO) and the
+    path shares, those with values; ``wanted`` overrides."""
     if wanted:
         return [m for m in wanted if m in runs.columns]
-    skip_words = ("bytes_received", "bytes_sent", "analysis_window", "total")
-    work = [
-        c
-        for c in cols
-        if not c.startswith(("k_", "path", "pcap_", "bg_")) and not any(w in c for w in skip_words)
-    ]
     ok = stats.ok_runs(runs)
-    work = [c for c in work if pd.to_numeric(ok[c], errors="coerce").nunique() > 1][:3]
-    extra = [
-        c
-        for c in ("k_ofo_bytes_max", "k_reinjected_share", "pcap_hol_delay_mean_ms")
-        if c in cols and pd.to_numeric(ok[c], errors="coerce").notna().any()
+    workloads = [w for w in dict.fromkeys(runs.get("workload", pd.Series(dtype=object)).dropna())]
+    primary = [m for w in workloads for m in WORKLOAD_METRICS.get(str(w), ())]
+    primary = [m for m in dict.fromkeys(primary) if _has_values(ok, m)]
+    if not primary:  # a workload mptlab does not know: its varying metrics
+        cols = stats.metric_columns(ok)
+        skip_words = ("bytes_received", "bytes_sent", "analysis_window", "total")
+        primary = [
+            c
+            for c in cols
+            if not c.startswith(("k_", "path", "pcap_", "bg_", "host_"))
+            and not any(w in c for w in skip_words)
+            and pd.to_numeric(ok[c], errors="coerce").nunique() > 1
+        ][:3]
+    shares = sorted(
+        (c for c in runs.columns if c.startswith("path") and c.endswith("_share")),
+        key=lambda c: (len(c), c),
+    )
+    extra = [c for c in (*MPTCP_METRICS, *shares) if _has_values(ok, c)]
+    return primary + extra
+
+
+def figure_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[str]:
+    """The key metrics worth a figure (at most 6; path shares have their own)."""
+    if wanted:
+        return [m for m in wanted if m in runs.columns]
+    ok = stats.ok_runs(runs)
+    out = [
+        m
+        for m in key_metrics(runs)
+        if not (m.startswith("path") and m.endswith("_share"))
+        and pd.to_numeric(ok[m], errors="coerce").nunique() > 1
     ]
-    return work + extra
+    return out[:6]
+
+
+def not_ok_by_group(runs: pd.DataFrame, by: str) -> dict:
+    """Per group: its runs that did not end ok, in words ("1 stalled, 2 failed")."""
+    return {g: breakdown(sub["status"]) for g, sub in runs.groupby(by, sort=False)}
 
 
 def _matrix_axes(runs: pd.DataFrame, by: str) -> tuple[str, str | None]:
@@ -204,6 +262,7 @@ def build(
     do_ingest: bool = True,
     pcap: bool = True,
     max_timeseries: int = 8,
+    claims_file: Path | None = None,
 ) -> Path:
     """Write the report; returns the path of the HTML file."""
     root = Path(root)
@@ -216,6 +275,7 @@ def build(
         raise ValueError(
             f"{root}: no run dirs found (expected runs/<variant>/rep-NNN below a campaign dir)"
         )
+    raw_runs = all_runs  # variants as each campaign names them (the claims name those)
     all_runs = stats.qualify_variants(all_runs)
     runs = all_runs[all_runs["attempt"].isin(["current", "incomplete"])].reset_index(drop=True)
     if by not in runs:
@@ -234,6 +294,7 @@ def build(
     runs = runs.drop(columns="_o").reset_index(drop=True)
     ok = stats.ok_runs(runs)
     ref = _reference(runs, by, reference)
+    kmetrics = key_metrics(runs, metrics)
     fmetrics = figure_metrics(runs, metrics)
     if metrics:
         missing = [m for m in metrics if m not in runs.columns]
@@ -242,6 +303,7 @@ def build(
                 f"--metric {', '.join(missing)}: not a column of the runs table; metrics: "
                 f"{', '.join(stats.metric_columns(ok))}"
             )
+    notok = not_ok_by_group(runs, by)
     parts = [
         f"<!doctype html><html><head><meta charset='utf-8'><title>mptlab report: {esc(root.name)}"
         f"</title><style>{CSS}</style></head><body>"
@@ -278,21 +340,29 @@ def build(
             [esc(g), esc(vk), str(len(sub)), str(int((sub["status"] == "ok").sum())), status]
         )
     parts.append(table([by, "variant keys", "runs", "ok", "status"], rows, left=2))
-    # ---- summary
-    parts.append("<h2 id='summary'>Summary statistics</h2>")
-    summ = stats.summarize(runs, stats.metric_columns(ok), by=by)
-    key = summ[summ["metric"].isin(fmetrics)]
+    # ---- key metrics: the science first
+    parts.append("<h2 id='summary'>Key metrics</h2>")
+    parts.append(_bias_warning(runs, notok))
+    health = [m for m in HEALTH_METRICS if m in runs.columns]
+    summ = stats.summarize(runs, [m for m in stats.metric_columns(ok) if m not in health], by=by)
+    key = summ[summ["metric"].isin(kmetrics)]
     if len(key):
-        parts.append("<h3>Key metrics</h3>" + _summary_table(key, by))
+        key = key.assign(_k=key["metric"].map({m: i for i, m in enumerate(kmetrics)}))
+        key = key.sort_values("_k", kind="stable").drop(columns="_k")
+        parts.append(_summary_table(key, by, notok))
+    else:
+        parts.append("<p class='muted'>no key metric has values in the ok runs.</p>")
     parts.append(
-        f"<details><summary>All {summ['metric'].nunique()} metrics</summary>"
-        f"{_summary_table(summ, by)}</details>"
+        f"<details><summary>All {summ['metric'].nunique()} metrics (Summary statistics)"
+        f"</summary>{_summary_table(summ, by, notok)}</details>"
     )
+    # ---- the paper's claims
+    parts.append(_reproduction_section(raw_runs, claims_file))
     # ---- comparisons
-    if ref is not None and fmetrics:
+    if ref is not None and kmetrics:
         parts.append(f"<h2 id='compare'>Against the reference <code>{esc(ref)}</code></h2>")
         rows = []
-        for m in fmetrics:
+        for m in kmetrics:
             pw = stats.pairwise(runs, m, ref, by=by)
             for _, r in pw.iterrows():
                 sig = r["p_value"] < 0.05 if math.isfinite(r["p_value"]) else False
@@ -301,6 +371,7 @@ def build(
                         esc(m),
                         esc(r[by]),
                         f"{r['n_a']} / {r['n_b']}",
+                        _left_out(notok.get(ref, "")) + " / " + _left_out(notok.get(r[by], "")),
                         fmt(r["mean_a"]),
                         fmt(r["mean_b"]),
                         pct(r["rel_diff"]),
@@ -314,6 +385,7 @@ def build(
                     "metric",
                     by,
                     "n ref / n",
+                    "not ok, left out: ref / this",
                     f"mean {ref}",
                     "mean",
                     "rel. diff",
@@ -324,7 +396,8 @@ def build(
                 left=2,
             )
         )
-        parts.append(_reps_section(ok, fmetrics[0], by))
+        if kmetrics:
+            parts.append(_reps_section(ok, kmetrics[0], by))
     # ---- figures
     parts.append("<h2 id='figures'>Figures</h2>")
     x_col, hue = _matrix_axes(runs, by)
@@ -366,6 +439,8 @@ def build(
             p = figures.save(fig, fig_dir, "ts-" + run_id.replace("/", "_"))
             parts.append(_img(p["png"], f"{g}: {run_id}", p["pdf"], out.parent))
         parts.append("</div>")
+    # ---- run health: what the runs cost the host, and which did not end ok
+    parts.append(_health_section(runs, order, by, health))
     # ---- pcap cross-check
     parts.append(_pcap_section(runs))
     # ---- kernel counters
@@ -394,7 +469,26 @@ def build(
     return out
 
 
-def _summary_table(summ: pd.DataFrame, by: str) -> str:
+def _left_out(words: str) -> str:
+    return f"<span class='bad'>{esc(words)}</span>" if words else "0"
+
+
+def _bias_warning(runs: pd.DataFrame, notok: dict) -> str:
+    bad = {g: w for g, w in notok.items() if w}
+    if not bad:
+        return "<p class='good'>every run ended ok: no run is left out of the statistics.</p>"
+    n = int((runs["status"] != "ok").sum())
+    return (
+        f"<p class='bad'>{n} runs did not end ok and are left out of every statistic "
+        "(per variant in the column &ldquo;not ok, left out&rdquo;). If a variant's runs fail "
+        "or stall because of the variant (a scheduler that deadlocks, a path it overloads), "
+        "its numbers describe only its survivors and the comparison is biased in its "
+        "favour.</p>"
+    )
+
+
+def _summary_table(summ: pd.DataFrame, by: str, notok: dict | None = None) -> str:
+    notok = notok or {}
     rows, first = [], []
     for m, sub in summ.groupby("metric", sort=False):
         for k, (_, r) in enumerate(sub.iterrows()):
@@ -408,14 +502,177 @@ def _summary_table(summ: pd.DataFrame, by: str) -> str:
                     fmt(r["median"]),
                     fmt(r["std"]),
                     f"[{fmt(r['ci_low'])}, {fmt(r['ci_high'])}]",
+                    _left_out(notok.get(r[by], "")),
                 ]
             )
     return table(
-        ["metric", by, "n", "mean", "median", "sd", "95 % CI of the mean"],
+        ["metric", by, "n", "mean", "median", "sd", "95 % CI of the mean", "not ok, left out"],
         rows,
         left=2,
         row_class=lambda i: "first" if first[i] else "",
     )
+
+
+VERDICT_CLASS = {
+    "reproduced": "good",
+    "opposite": "bad",
+    "different": "bad",
+    "inconclusive": "muted",
+    "not run": "muted",
+}
+
+
+def _reproduction_section(all_runs: pd.DataFrame, claims_file: Path | None) -> str:
+    """The papers' claims (each experiment's ``expect:``) against these runs."""
+    head = "<h2 id='reproduction'>Reproduction of the paper</h2>"
+    exps = sorted({str(e) for e in all_runs["experiment"].dropna()}) if len(all_runs) else []
+    parts = [head]
+    quiet = []
+    for exp in reproduce.expectations(exps, claims_file):
+        if exp.error or not exp.claims:
+            quiet.append(f"{exp.experiment}: {exp.error or 'no expect: list'}")
+            continue
+        mine = reproduce.experiment_runs(all_runs, exp.experiment)
+        results = reproduce.evaluate(exp.claims, mine)
+        quick = reproduce.quick_campaigns(mine)
+        c = reproduce.counts(results)
+        parts.append(
+            f"<h3>{esc(exp.experiment)}</h3><p>{esc(exp.source)}</p>"
+            + (
+                f"<p class='bad'>{esc(', '.join(quick))}: --quick runs (shortened workload, "
+                "no warm-up), not the paper's setup.</p>"
+                if quick
+                else ""
+            )
+            + "<p>"
+            + " ".join(
+                f"<span class='pill {VERDICT_CLASS[v]}'>{esc(v)} {n}</span>" for v, n in c.items()
+            )
+            + "</p>"
+        )
+        rows = []
+        for r in results:
+            cl = r.claim
+            vals = cl.paper_values() or (None, None)
+            ours = []
+            for side, pv in zip((r.subject, r.baseline), vals, strict=True):
+                lv = reproduce.level_text(side, pv, cl.scale)
+                ours.append(
+                    f"<b>{esc(side.variant or side.entry)}</b><br>{esc(reproduce.ours_text(side))}"
+                    + (f" <span class='muted'>({esc(lv)} paper)</span>" if lv else "")
+                )
+            left = [
+                f"{esc(s.variant)}: {_left_out(s.not_ok)}"
+                for s in (r.subject, r.baseline)
+                if s.variant and s.not_ok
+            ]
+            if not left and (r.subject.variant or r.baseline.variant):
+                left = ["none"]
+            left += [
+                f"<span class='muted'>{esc(s.variant)}: {s.starved} starved</span>"
+                for s in (r.subject, r.baseline)
+                if s.variant and s.starved
+            ]
+            src = cl.source + (" (derived)" if cl.derived else "")
+            why = f"<br><span class='muted'>{esc(r.why)}</span>" if r.why else ""
+            note = f"<br><span class='muted'>{esc(cl.note)}</span>" if cl.note else ""
+            rows.append(
+                [
+                    f"<span class='{VERDICT_CLASS[r.verdict]}'><b>{esc(r.verdict)}</b></span>{why}",
+                    f"{esc(cl.claim)}<br><span class='muted'>{esc(src)}</span>{note}",
+                    esc(cl.metric),
+                    esc(reproduce.paper_text(cl)),
+                    ours[0],
+                    ours[1],
+                    esc(reproduce.diff_text(r)),
+                    "<br>".join(left) or "-",
+                ]
+            )
+        parts.append(
+            table(
+                [
+                    "verdict",
+                    "claim (source)",
+                    "metric",
+                    "paper: subject vs baseline",
+                    "ours: subject, mean [95 % CI] n",
+                    "ours: baseline",
+                    "ours: difference [95 % CI]",
+                    "not ok, left out (starved: kept)",
+                ],
+                rows,
+                left=4,
+            )
+        )
+        if exp.notes:
+            parts.append(
+                "<p><b>What differs from the paper's setup</b> (the experiment's notes): "
+                f"{esc(' '.join(exp.notes.split()))}</p>"
+            )
+    parts.append(
+        "<p class='muted'>Verdicts: <i>reproduced</i>: the 95 % CI of our relative difference "
+        "excludes zero and has the paper's sign (a claim of no difference: the CI lies within "
+        "its tolerance); <i>opposite</i>: it excludes zero with the other sign; "
+        "<i>different</i>: a claim of no difference whose CI lies outside its tolerance; "
+        "<i>inconclusive</i>: it includes zero; <i>not run</i>: a variant or the metric is "
+        "not in these runs. Claims come from each experiment's <code>expect:</code> "
+        "(experiments.yaml or <code>--file</code>); <code>mptlab reproduce</code> prints "
+        "the same.</p>"
+    )
+    if quiet:
+        parts.append("<p class='muted'>No claims: " + "; ".join(esc(q) for q in quiet) + ".</p>")
+    return "".join(parts)
+
+
+def _health_section(runs: pd.DataFrame, order: list, by: str, health: list[str]) -> str:
+    """Run health: statuses, the host CPU the runs took and waited for, starved runs."""
+    parts = ["<h2 id='health'>Run health</h2>"]
+    parts.append(
+        "<p class='muted'>What the runs cost the emulator host, not what they measured: "
+        "<code>host_cpu_s</code> (CPU the guest used), <code>host_cpu_wait_s</code> (time it "
+        "waited for a CPU), <code>host_cpu_wait_share</code> (wait / run time; above "
+        f"{STARVED_SHARE:.2f} the guest was starved and its timings are suspect).</p>"
+    )
+    rows = []
+    share = (
+        pd.to_numeric(runs["host_cpu_wait_share"], errors="coerce")
+        if "host_cpu_wait_share" in runs
+        else pd.Series(math.nan, index=runs.index)
+    )
+    for g in order:
+        sub = runs[runs[by] == g]
+        starved = int((share.loc[sub.index] > STARVED_SHARE).sum())
+        rows.append(
+            [
+                esc(g),
+                str(len(sub)),
+                str(int((sub["status"] == "ok").sum())),
+                _left_out(breakdown(sub["status"])),
+                f"<span class='{'bad' if starved else ''}'>{starved}</span>",
+                fmt(float(share.loc[sub.index].max()))
+                if share.loc[sub.index].notna().any()
+                else "-",
+            ]
+        )
+    parts.append(
+        table(
+            [
+                by,
+                "runs",
+                "ok",
+                "not ok",
+                f"starved (wait share > {STARVED_SHARE:.2f})",
+                "max wait share",
+            ],
+            rows,
+            left=1,
+        )
+    )
+    if health:
+        parts.append(
+            _summary_table(stats.summarize(runs, health, by=by), by, not_ok_by_group(runs, by))
+        )
+    return "".join(parts)
 
 
 def _reps_section(ok: pd.DataFrame, metric: str, by: str) -> str:
@@ -589,4 +846,4 @@ def unique_values(df: pd.DataFrame, col: str) -> list:
     return list(dict.fromkeys(df[col].dropna())) if col in df else []
 
 
-__all__ = ["build", "figure_metrics", "fmt", "np"]
+__all__ = ["build", "figure_metrics", "fmt", "key_metrics", "np"]

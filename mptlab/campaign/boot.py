@@ -6,8 +6,18 @@ is mounted read-write at the same path.  The guest runs ``entry`` (any
 executable the guest can see, usually a script in the run dir), writes its
 output to ``guest.log`` and its exit status to ``guest-exit-code`` in the run
 dir, and powers off.  The harness captures the kernel console in
-``console.log``, kills the guest when ``timeout`` expires, and classifies what
-happened; it never waits forever and never leaves a UML process behind.
+``console.log``, kills the guest when ``timeout`` expires (or at once when
+``cancel`` is set: ``Interrupted``), and classifies what happened; it never
+waits forever and never leaves a UML process behind.
+
+Every guest is started through ``launch.py``: it dies with the thread that
+started it (even on ``kill -9`` of the campaign) and, confined, can write
+the host only in its run dir (docs/deployment.md, "What a guest can
+write").  ``MPTLAB_CONFINE=off`` runs guests unconfined, where the machine
+allows no namespaces (a container without privileges: the container is
+then the boundary).  Each boot is an *attempt* with an id of its own
+(``BootResult.attempt``), passed to the guest (``rundir.ATTEMPT_ENV``),
+which writes it into ``result.json``.
 
     result = boot(find_kernel(), Path("/var/tmp/run1"), "/var/tmp/run1/go.sh", timeout=60)
     assert result.ok, result.reason
@@ -40,6 +50,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -49,6 +60,7 @@ from pathlib import Path
 
 from .. import home, rundir
 from ..rundir import (
+    ATTEMPT_ENV,
     CLOCKS,
     CONSOLE_LOG,
     EXIT_CODE,
@@ -97,6 +109,59 @@ VIRTUAL_WALL_MARGIN_S = 60.0
 
 PACKAGE = Path(__file__).resolve().parent.parent  # mptlab/
 GUEST_INIT = PACKAGE / "guest" / "init.sh"
+LAUNCH = Path(__file__).resolve().parent / "launch.py"
+LAUNCH_SETUP_FAILED = 121  # launch.py's exit status when it could not set the guest up
+CONFINE_ENV = "MPTLAB_CONFINE"  # "off": guests unconfined (docs/deployment.md)
+
+
+class Interrupted(Exception):
+    """The guest was killed because the campaign is stopping (``cancel`` set)."""
+
+
+class ConfinementError(RuntimeError):
+    """This machine cannot confine guests (no mount/user namespaces)."""
+
+
+def confined() -> bool:
+    """Whether guests are confined: unless ``MPTLAB_CONFINE=off`` (or 0, no, false)."""
+    return os.environ.get(CONFINE_ENV, "on").strip().lower() not in ("off", "0", "no", "false")
+
+
+_CONFINE_CHECKED: list[bool] = []
+
+
+def check_confinement() -> None:
+    """Raise ``ConfinementError`` (saying why and what to do) when guests are
+    to be confined and this machine cannot: once per process, ~25 ms."""
+    if not confined() or _CONFINE_CHECKED:
+        return
+    scratch = Path(tempfile.mkdtemp(prefix="mptlab-probe-"))
+    try:
+        p = subprocess.run(
+            [*_launcher(scratch, scratch, confine=True), "/bin/true"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    if p.returncode != 0:
+        raise ConfinementError(
+            f"{p.stderr.strip() or f'launch.py exited {p.returncode}'}.  mptlab confines each "
+            "guest in mount and user namespaces of its own so that it can write only its run "
+            "dir; this machine refuses them (e.g. a container without privileges, or "
+            "user.max_user_namespaces = 0).  Set MPTLAB_CONFINE=off to run guests unconfined "
+            "where something else is the boundary (docs/deployment.md)."
+        )
+    _CONFINE_CHECKED.append(True)
+
+
+def _launcher(run_dir: Path, scratch: Path, *, confine: bool) -> list[str]:
+    """The argv prefix that starts ``launch.py`` (the UML argv follows)."""
+    cmd = [sys.executable, "-I", "-S", str(LAUNCH), "--parent", str(os.getpid())]
+    cmd += ["--run-dir", str(run_dir), "--scratch", str(scratch)]
+    return [*cmd, *([] if confine else ["--no-confine"]), "--"]
+
 
 # Paths and values travel on the kernel command line: keep them to a safe alphabet.
 _SAFE = re.compile(r"^[A-Za-z0-9_./:,=+@%-]+$")
@@ -121,6 +186,8 @@ class BootResult:
     cpu_wait_s: float | None = None  # time they were ready to run but waited for a host CPU
     clock: Clock = "real"
     host_cpu: int | None = None  # the host CPU a virtual-time guest was pinned to
+    attempt: str = ""  # this boot's id, also in the guest's result.json
+    confined: bool = True  # started confined (launch.py)
 
     @property
     def ok(self) -> bool:
@@ -320,10 +387,12 @@ def boot(
     mem_mb: int = 256,
     env: dict[str, str] | None = None,
     clock: Clock = "real",
+    cancel: threading.Event | None = None,
 ) -> BootResult:
     """Boot a guest that runs ``entry`` with ``run_dir`` writable; wait at most
     ``timeout`` s (real clock), or let it run ``timeout`` s of guest time
-    (virtual clock: within ``wall_limit(timeout)`` s of wall time)."""
+    (virtual clock: within ``wall_limit(timeout)`` s of wall time).  ``cancel``
+    set: the guest is killed within ``CPU_SAMPLE_S`` and ``Interrupted`` raised."""
     run_dir = Path(run_dir).resolve()
     entry = str(entry)
     clock = check_clock(clock)
@@ -337,6 +406,8 @@ def boot(
     for stale in (EXIT_CODE, EXIT_CODE + ".tmp", GUEST_TIMEOUT):
         (run_dir / stale).unlink(missing_ok=True)
 
+    if cancel is not None and cancel.is_set():
+        raise Interrupted("not started: stopping")
     guest_env = {**CLOCK_ENV[clock], **(env or {})}
     host_cpu = None
     prefix: list[str] = []
@@ -353,7 +424,11 @@ def boot(
             CPUS.release(host_cpu)
             raise
     limit = wall_limit(timeout, clock)
-    umid = "mptlab-" + uuid.uuid4().hex[:12]
+    attempt = uuid.uuid4().hex[:12]
+    umid = "mptlab-" + attempt
+    confine = confined()
+    # UML's umid dir and (confined) memory file: a private tmpfs launch.py
+    # mounts on this dir, which stays empty on the host.
     uml_dir = Path(tempfile.mkdtemp(prefix="mptlab-uml-"))
     args = prefix + command_line(
         kernel,
@@ -362,20 +437,20 @@ def boot(
         umid=umid,
         uml_dir=uml_dir,
         mem_mb=mem_mb,
-        env=guest_env,
+        env={**guest_env, ATTEMPT_ENV: attempt},
         clock=clock,
     )
     console = run_dir / CONSOLE_LOG
     started = time.monotonic()
-    timed_out = False
+    timed_out = cancelled = False
     try:
         with open(console, "wb") as out:
             proc = subprocess.Popen(
-                args,
+                [*_launcher(run_dir, uml_dir, confine=confine), *args],
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
+                start_new_session=True,  # its own group: killed as one, not by the terminal's ^C
                 cwd=run_dir,
             )
             tree = TreeCPU(proc.pid)
@@ -386,6 +461,11 @@ def boot(
                         proc.wait(timeout=max(0.0, min(CPU_SAMPLE_S, deadline - time.monotonic())))
                         break
                     except subprocess.TimeoutExpired:
+                        # checked once per CPU_SAMPLE_S: Ctrl-C of a campaign with two
+                        # guests running measured 1.3 s to exit, UML gone with it
+                        if cancel is not None and cancel.is_set():
+                            cancelled = True
+                            break
                         if time.monotonic() >= deadline:
                             timed_out = True
                             break
@@ -397,9 +477,11 @@ def boot(
         shutil.rmtree(uml_dir, ignore_errors=True)
         if host_cpu is not None:
             CPUS.release(host_cpu)
+    if cancelled:
+        raise Interrupted(f"guest killed after {time.monotonic() - started:.1f} s: stopping")
     duration = time.monotonic() - started
 
-    def result(status: RunStatus, exit_code: int | None, reason: str) -> BootResult:
+    def ended(status: RunStatus, exit_code: int | None, reason: str) -> BootResult:
         return BootResult(
             status,
             exit_code,
@@ -410,6 +492,8 @@ def boot(
             cpu_wait_s=tree.wait_ns / 1e9,
             clock=clock,
             host_cpu=host_cpu,
+            attempt=attempt,
+            confined=confine,
         )
 
     code_file = run_dir / EXIT_CODE
@@ -421,30 +505,42 @@ def boot(
             exit_code = None
     if timed_out:
         if clock == "virtual":
-            return result(
+            return ended(
                 rundir.TIMEOUT,
                 exit_code,
                 f"killed after {limit:g} s of wall time (its limit: {timeout:g} s of guest "
                 "time): guest time stood still (a busy loop) or the guest had too little "
                 "host CPU",
             )
-        return result(rundir.TIMEOUT, exit_code, f"killed after {timeout:g} s")
+        return ended(rundir.TIMEOUT, exit_code, f"killed after {timeout:g} s")
     if (run_dir / GUEST_TIMEOUT).exists():
-        return result(
+        return ended(
             rundir.TIMEOUT, exit_code, f"stopped after {timeout:g} s of guest time (virtual clock)"
         )
     if exit_code is not None:
         if exit_code == 0:
-            return result(rundir.OK, 0, "")
-        return result(rundir.FAILED, exit_code, f"guest program exited with {exit_code}")
+            return ended(rundir.OK, 0, "")
+        return ended(rundir.FAILED, exit_code, f"guest program exited with {exit_code}")
     panic = _panic_line(console)
     if panic:
-        return result(rundir.PANIC, None, panic)
-    return result(
+        return ended(rundir.PANIC, None, panic)
+    if proc.returncode == LAUNCH_SETUP_FAILED:
+        return ended(
+            rundir.CRASHED, None, _launch_error(console) or "the guest could not be started"
+        )
+    return ended(
         rundir.CRASHED,
         None,
         f"guest stopped (UML exit {proc.returncode}) without reporting a status; see {console}",
     )
+
+
+def _launch_error(console: Path) -> str | None:
+    try:
+        text = console.read_text(errors="replace")
+    except FileNotFoundError:
+        return None
+    return next((line for line in text.splitlines() if line.startswith("mptlab-launch:")), None)
 
 
 def run_script(
@@ -456,9 +552,12 @@ def run_script(
     mem_mb: int = 256,
     env: dict[str, str] | None = None,
     clock: Clock = "real",
+    cancel: threading.Event | None = None,
 ) -> BootResult:
     """Write ``script`` (a /bin/sh script) into the run dir and boot a guest running it."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     entry = RunDir(run_dir).write_entry(script)
-    return boot(kernel, run_dir, entry, timeout=timeout, mem_mb=mem_mb, env=env, clock=clock)
+    return boot(
+        kernel, run_dir, entry, timeout=timeout, mem_mb=mem_mb, env=env, clock=clock, cancel=cancel
+    )

@@ -25,11 +25,14 @@ from __future__ import annotations
 import functools
 import json
 import socket
+import threading
+import uuid
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from ..guest import workload as workloads
 from ..rundir import CampaignDir, RunSpec
+from .boot import ConfinementError, check_confinement
 from .execute import Outcome, Provenance, execute
 from .kernel import KernelBuild, KernelNotBuilt, find_kernel
 from .provenance import git_commit, host_tools
@@ -56,6 +59,10 @@ def _worker_setup(
         kernel = find_kernel()
     except KernelNotBuilt as exc:
         raise ClusterError(f"worker {host}: {exc}") from None
+    try:
+        check_confinement()
+    except ConfinementError as exc:
+        raise ClusterError(f"worker {host}: {exc}") from None
     have = kernel.identity()
     if have != dict(want):
         raise ClusterError(
@@ -74,8 +81,33 @@ def _prepared_here(workload_json: str) -> dict:
     return module.prepare({k: v for k, v in work.items() if k != "type"})
 
 
-def execute_on_worker(out_dir: str, want: dict, run_json: dict) -> Outcome:
-    """The Dask task: one run on this worker; returns its ``Outcome``."""
+STOP_POLL_S = 1.0  # how often a running task asks the scheduler whether its campaign stopped
+
+
+def _watch_stop(stop, cancel: threading.Event, done: threading.Event) -> None:
+    """Set ``cancel`` when the Dask ``Event`` ``stop`` is set (the client stopping)."""
+    try:
+        while not done.is_set():
+            if stop.wait(timeout=STOP_POLL_S):
+                cancel.set()
+                return
+    except Exception:  # noqa: BLE001 - scheduler gone: the run goes on to its own end
+        return
+
+
+def stop_watcher(name: str, cancel: threading.Event, done: threading.Event) -> None:
+    """From a task's thread (where the worker's client is found): a thread
+    that sets ``cancel`` when the client sets the Dask event ``name``."""
+    from distributed import Event, get_client
+
+    stop = Event(name, client=get_client())
+    threading.Thread(target=_watch_stop, args=(stop, cancel, done), daemon=True).start()
+
+
+def execute_on_worker(out_dir: str, want: dict, run_json: dict, stop: str | None = None) -> Outcome:
+    """The Dask task: one run on this worker; returns its ``Outcome``.  When
+    the Dask event ``stop`` is set (the client was stopped), the guest is
+    killed (``boot.Interrupted``; the run dir is set aside on resume)."""
     kernel, provenance = _worker_setup(out_dir, tuple(sorted(want.items())))
     run = RunSpec.from_json(run_json)
     work = run.config["workload"]
@@ -83,7 +115,13 @@ def execute_on_worker(out_dir: str, want: dict, run_json: dict) -> Outcome:
         bare = {k: v for k, v in work.items() if k != "prepared"}
         prepared = _prepared_here(json.dumps(bare, sort_keys=True))
         run.config = {**run.config, "workload": {**bare, "prepared": prepared}}
-    return execute(CampaignDir(out_dir), run, kernel, provenance)
+    cancel, done = threading.Event(), threading.Event()
+    if stop:
+        stop_watcher(stop, cancel, done)
+    try:
+        return execute(CampaignDir(out_dir), run, kernel, provenance, cancel)
+    finally:
+        done.set()
 
 
 def run_on_cluster(
@@ -93,11 +131,19 @@ def run_on_cluster(
     runs: Iterable[RunSpec],
     record: Callable[[Outcome], None],
     crashed: Callable[[RunSpec, str], Outcome],
+    cancel: threading.Event | None = None,
+    interrupted: Callable[[RunSpec], None] | None = None,
 ) -> None:
     """Submit every run to the Dask scheduler at ``address``; ``record(outcome)``
-    each as it finishes (a task that raised becomes ``crashed(run, reason)``)."""
+    each as it finishes (a task that raised becomes ``crashed(run, reason)``).
+    ``cancel`` set: the tasks not finished are cancelled and returned through
+    ``interrupted(run)``, and the tasks running are told through a Dask
+    event: each kills its guest within ``STOP_POLL_S`` + 1 s.  Their run
+    dirs (no ``run.json``) are set aside when the campaign resumes; a guest
+    still dying then writes only into its own dir (``RunDir.pinned``,
+    confinement)."""
     try:
-        from distributed import Client, as_completed
+        from distributed import Client, Event, as_completed
     except ImportError:  # pragma: no cover - a dependency of mptlab
         raise ClusterError(
             "--cluster needs the `distributed` package (pip install distributed)"
@@ -107,6 +153,8 @@ def run_on_cluster(
     except OSError as exc:
         raise ClusterError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
     want = kernel.identity()
+    finished = threading.Event()
+    stop = f"mptlab-stop-{uuid.uuid4().hex}"
     try:
         futures = {}
         for run in runs:
@@ -115,17 +163,33 @@ def run_on_cluster(
                 str(Path(out_dir).resolve()),
                 want,
                 run.to_json(),
+                stop,
                 key=f"mptlab-{out_dir.name}-{run.run_id}-{id(run)}",
                 pure=False,
                 retries=0,
             )
             futures[future] = run
+
+        def cancel_when_stopped() -> None:
+            while cancel is not None and not finished.is_set():
+                if cancel.wait(0.5):
+                    Event(stop, client=client).set()  # the running tasks kill their guests
+                    client.cancel(list(futures))
+                    return
+
+        watcher = threading.Thread(target=cancel_when_stopped, daemon=True)
+        watcher.start()
         for future in as_completed(futures):
             run = futures[future]
+            if future.status == "cancelled":
+                if interrupted is not None:
+                    interrupted(run)
+                continue
             if future.status == "finished":
                 record(future.result())
             else:
                 error = future.exception()
                 record(crashed(run, f"cluster: {type(error).__name__}: {error}"))
     finally:
+        finished.set()
         client.close()

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import socket
 import sys
+import threading
 import time
 from dataclasses import dataclass
 
 from .. import rundir
 from ..guest.modules import ENV as MODULES_ENV
-from ..rundir import CampaignDir, Clock, RunDirError, RunSpec, RunStatus, clock_of
+from ..rundir import CampaignDir, Clock, RunDir, RunDirError, RunSpec, RunStatus, clock_of
 from .boot import boot, wall_limit
 from .kernel import KernelBuild
 
@@ -63,11 +64,28 @@ class Provenance:
 
 
 def execute(
-    campaign: CampaignDir, run: RunSpec, kernel: KernelBuild, provenance: Provenance
+    campaign: CampaignDir,
+    run: RunSpec,
+    kernel: KernelBuild,
+    provenance: Provenance,
+    cancel: threading.Event | None = None,
 ) -> Outcome:
-    """Run ``run`` in a guest, in its own (new) run dir of ``campaign``."""
+    """Run ``run`` in a guest, in its own (new) run dir of ``campaign``.
+    ``cancel`` set meanwhile: the guest is killed and ``boot.Interrupted``
+    raised, the run dir left without ``run.json`` (set aside on resume)."""
     run_dir = campaign.run_dir(run.variant, run.repetition)
     run_dir.create()
+    with run_dir.pinned():  # from here on, this attempt writes only into this dir
+        return _execute(run_dir, run, kernel, provenance, cancel)
+
+
+def _execute(
+    run_dir: RunDir,
+    run: RunSpec,
+    kernel: KernelBuild,
+    provenance: Provenance,
+    cancel: threading.Event | None,
+) -> Outcome:
     run_dir.write_spec(run)
     clock = clock_of(run.config)
     # real clock: the host's limit; virtual: the guest's (guest time), the
@@ -83,12 +101,21 @@ def execute(
         mem_mb=run.config["kernel"].get("memory", 1 << 30) >> 20,
         env={MODULES_ENV: str(kernel.modules_dir)},
         clock=clock,
+        cancel=cancel,
     )
     try:
         result = run_dir.result()
     except RunDirError as exc:
         result = {"status": "unreadable", "error": str(exc)}
     status, reason = rundir.outcome(res.status, res.reason, result)
+    if result is not None and result.get("attempt", res.attempt) != res.attempt:
+        # Cannot happen with confined guests (each writes only its own dir);
+        # checked all the same: a result is this attempt's or none.
+        status = rundir.CRASHED
+        reason = (
+            f"{rundir.RESULT} was written by guest attempt {result.get('attempt')}, "
+            f"not by this run's {res.attempt}"
+        )
     seconds = time.time() - started
     outcome = Outcome(
         run.run_id,
@@ -105,6 +132,8 @@ def execute(
             "started": started,
             "seconds": outcome.seconds,
             "boot_status": res.status,
+            "attempt": res.attempt,
+            "confined": res.confined,
             "host_cpu_s": res.cpu_s,
             "host_cpu_wait_s": res.cpu_wait_s,
             "timeout_s": timeout_s,

@@ -83,6 +83,16 @@ def summary(name: str, out_dir, report: CampaignReport, out: TextIO | None = Non
         print(f"  {o.status}: {o.run_id}: {o.reason}", file=out)
     for notice in report.notices:
         print(f"  note: {notice}", file=out)
+    if report.stopped:
+        left = report.total - len(report.outcomes) - len(report.interrupted)
+        print(
+            f"{name}: stopped ({report.stopped}): {len(report.interrupted)} run(s) killed and "
+            f"set aside as rep-NNN.interrupted-K, {left} not started; run the same command "
+            "again to resume",
+            file=out,
+        )
+        for run_id in report.interrupted:
+            print(f"  interrupted: {run_id}", file=out)
     if report.starved:
         worst = max(o.cpu_wait_share or 0 for o in report.starved)
         earlier = sum(o.previous for o in report.starved)

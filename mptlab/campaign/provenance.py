@@ -3,6 +3,7 @@ the guests run (the guest's root is the host's /) and mptlab's commit."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -32,11 +33,13 @@ def host_tools() -> dict[str, str]:
 
 
 def git_commit() -> str:
-    """The checkout's commit, ``-dirty`` if the tree has changes; ``unknown``
-    outside a checkout (an installed package)."""
+    """The checkout's commit, ``-dirty`` if the tree has changes; outside a
+    checkout (an installed package, the Docker image, which has no .git)
+    ``$MPTLAB_GIT_COMMIT`` if set (the image sets it at build time), else
+    ``unknown``."""
     root = home.checkout()
-    if root is None:
-        return "unknown"
+    if root is None or not (root / ".git").exists():
+        return os.environ.get("MPTLAB_GIT_COMMIT") or "unknown"
     try:
         head = subprocess.run(
             ["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True

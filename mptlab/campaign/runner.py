@@ -20,16 +20,29 @@ never makes the campaign back off.
 A campaign dir holds runs of one clock per run: resuming a run with the
 other clock (``mptlab run X --clock virtual`` over a real-time campaign) is
 refused, naming the runs, rather than mixing results of both clocks.
+
+Stopping: SIGINT or SIGTERM (Ctrl-C) while ``run()`` runs in the main
+thread, or ``stop()`` from anywhere, stops the campaign: no run starts any
+more, the running guests are killed (within ``boot.CPU_SAMPLE_S``) and their
+run dirs set aside as interrupted; ``run()`` returns the report with
+``stopped`` set.  One campaign per campaign dir at a time: ``run()`` holds
+an exclusive ``flock`` on ``campaign.lock`` (released by the kernel however
+the process ends) and raises ``CampaignLocked``, naming the holder's PID,
+when another invocation holds it.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import random
+import signal
+import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,12 +51,63 @@ from .. import rundir
 from ..guest import workload as workloads
 from ..rundir import CampaignDir, RunSpec, clock_of
 from ..spec.yamlsrc import SpecError
+from .boot import CONFINE_ENV, Interrupted, check_confinement, confined
 from .cluster import run_on_cluster
 from .execute import STARVED_WAIT_SHARE, Outcome, Provenance, execute, previous
 from .kernel import KernelBuild
 from .provenance import git_commit, host_tools
 
-__all__ = ["STARVED_WAIT_SHARE", "Campaign", "CampaignReport", "Outcome", "Slots", "default_jobs"]
+__all__ = [
+    "STARVED_WAIT_SHARE",
+    "Campaign",
+    "CampaignLock",
+    "CampaignLocked",
+    "CampaignReport",
+    "Outcome",
+    "Slots",
+    "default_jobs",
+]
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class CampaignLocked(RuntimeError):
+    """Another invocation is using this campaign dir."""
+
+
+class CampaignLock:
+    """An exclusive ``flock`` on ``<campaign dir>/campaign.lock`` holding the
+    holder's PID.  The kernel drops it when the holder's process ends, however
+    it ends (``kill -9`` too), so a lock is never stale; the file stays."""
+
+    def __init__(self, campaign_dir: Path):
+        self.path = Path(campaign_dir) / rundir.LOCK
+        self.fd: int | None = None
+
+    def __enter__(self) -> CampaignLock:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 200, 0).decode(errors="replace").split()
+            os.close(fd)
+            who = (
+                f"PID {holder[0]} on {holder[1]}" if len(holder) >= 2 else "a process (PID unknown)"
+            )
+            raise CampaignLocked(
+                f"{self.path.parent} is in use by another `mptlab run` ({who}): wait for it to "
+                f"end or stop it (Ctrl-C, or kill -INT {holder[0] if holder else 'PID'}), then "
+                "run this again to resume"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()} {socket.gethostname()} {time.time():.0f}\n".encode(), 0)
+        self.fd = fd
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fd is not None:
+            os.close(self.fd)  # releases the lock
+            self.fd = None
 
 
 def default_jobs() -> int:
@@ -60,6 +124,9 @@ def default_jobs() -> int:
 class CampaignReport:
     outcomes: list[Outcome] = field(default_factory=list)
     notices: list[str] = field(default_factory=list)
+    total: int = 0  # runs of the campaign
+    stopped: str | None = None  # the signal (or reason) that stopped the campaign
+    interrupted: list[str] = field(default_factory=list)  # runs killed by the stop
 
     @property
     def failed(self) -> list[Outcome]:
@@ -135,6 +202,41 @@ class Campaign:
         self.cluster = cluster  # a Dask scheduler address: runs go to its workers
         self._lock = threading.Lock()
         self.provenance = Provenance(host_tools(), git_commit())
+        self.cancel = threading.Event()  # set: stopping (no new run, running guests killed)
+        self.stopped: str | None = None
+
+    def stop(self, why: str = "stopped") -> None:
+        """Stop the campaign: no new run starts, running guests are killed.
+        Safe from a signal handler and from any thread; again: no effect."""
+        if self.cancel.is_set():
+            return
+        self.stopped = why
+        self.cancel.set()
+
+    @contextlib.contextmanager
+    def _stop_on_signals(self) -> Iterator[None]:
+        """SIGINT/SIGTERM stop the campaign while it runs (main thread only:
+        Python delivers signals there).  The guests run in sessions of their
+        own, so a terminal's Ctrl-C reaches only this process; it kills them."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def handler(signum, frame) -> None:
+            name = signal.Signals(signum).name
+            if self.cancel.is_set():
+                msg = f"mptlab: {name}: already stopping\n"
+            else:
+                msg = f"mptlab: {name}: stopping: no new runs, killing the running guests\n"
+            os.write(2, msg.encode())  # not print(): a handler must not re-enter a stream
+            self.stop(name)
+
+        previous_handlers = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+        try:
+            yield
+        finally:
+            for sig, old in previous_handlers.items():
+                signal.signal(sig, old)
 
     @property
     def out_dir(self) -> Path:
@@ -205,7 +307,7 @@ class Campaign:
         return outcome
 
     def execute(self, run: RunSpec) -> Outcome:
-        return execute(self.dir, run, self.kernel, self.provenance)
+        return execute(self.dir, run, self.kernel, self.provenance, self.cancel)
 
     def prepare(self) -> None:
         """Host-side preparation a workload needs before its runs (e.g. media or
@@ -223,11 +325,25 @@ class Campaign:
             run.config = {**run.config, "workload": {**work, "prepared": cache[key]}}
 
     def run(self) -> CampaignReport:
+        """Run every run not finished yet; see the module's doc for stopping and locking."""
+        if not self.cluster:
+            check_confinement()  # before anything is written: a clear error, not N crashed runs
+        with CampaignLock(self.out_dir), self._stop_on_signals():
+            report = self._run()
+        report.stopped = self.stopped
+        if not confined() and not self.cluster:
+            report.notices.append(
+                f"guests ran unconfined ({CONFINE_ENV}=off): each could write wherever this "
+                "user can (docs/deployment.md)"
+            )
+        return report
+
+    def _run(self) -> CampaignReport:
         self.check_clocks()
         self.prepare()
         order = self.order()
         self.write_campaign(order)
-        report = CampaignReport()
+        report = CampaignReport(total=len(order))
         todo = []
         for run in order:
             prev = self._previous(run)
@@ -250,12 +366,25 @@ class Campaign:
         def crashed(run: RunSpec, why: str) -> Outcome:
             return Outcome(run.run_id, rundir.CRASHED, why)
 
+        def interrupted(run: RunSpec) -> None:
+            with self._lock:
+                report.interrupted.append(run.run_id)
+
         slots = Slots(self.jobs)
 
         def one(run: RunSpec) -> None:
             with slots as limit_then:
+                if self.cancel.is_set():
+                    return  # stopping: not started
                 try:
                     outcome = self.execute(run)
+                except Interrupted:
+                    # the guest is dead (its process group reaped): set the dir aside now
+                    run_dir = self.dir.run_dir(run.variant, run.repetition)
+                    if run_dir.path.exists() and not run_dir.finished:
+                        run_dir.set_aside("interrupted")
+                    interrupted(run)
+                    return
                 except Exception as exc:  # noqa: BLE001 - a host-side error fails this run only
                     outcome = crashed(run, f"host error: {type(exc).__name__}: {exc}")
             if self.back_off and outcome.starved and (limit := slots.shrink(limit_then)):
@@ -266,9 +395,24 @@ class Campaign:
                     )
             record(outcome)
 
+        if self.cancel.is_set():
+            return report
         if self.cluster:
-            run_on_cluster(self.cluster, self.out_dir, self.kernel, todo, record, crashed)
+            run_on_cluster(
+                self.cluster,
+                self.out_dir,
+                self.kernel,
+                todo,
+                record,
+                crashed,
+                cancel=self.cancel,
+                interrupted=interrupted,
+            )
             return report
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
-            list(pool.map(one, todo))
+            futures = [pool.submit(one, run) for run in todo]
+            for future in futures:
+                # a signal handler runs while this waits (PEP 475) and sets
+                # self.cancel: the workers then return within a second
+                future.result()
         return report

@@ -44,6 +44,7 @@ from types import SimpleNamespace
 
 from .. import rundir
 from ..rundir import RunDir, RunSpec
+from ..spec.knobs import mptbm_sysctls
 from ..spec.plan import NetPlan, mptcp_endpoints
 from . import modules, nstat, stall, tracepoints
 from .build import build
@@ -159,17 +160,6 @@ def guest_clock(cmdline: str = "/proc/cmdline") -> str:
     return "virtual" if "time-travel=inf-cpu" in words else "real"
 
 
-def mptbm_sysctls(mptbm: dict) -> dict[str, int]:
-    """``mptlab.spec.models.MptbmSpec.sysctls`` from the spec's plain data
-    (validated on the host): the guest does not import pydantic, which costs
-    ~1 s of host CPU per guest (tests/test_architecture.py)."""
-    return {
-        "net.mptcp.mptbm_lambda": round(mptbm["lambda"] * 1000),
-        "net.mptcp.mptbm_theta_ms": round(mptbm["theta"]),
-        "net.mptcp.mptbm_window_ms": round(mptbm["window"]),
-    }
-
-
 def configure(ctx: Context) -> dict:
     """Kernel knobs in every namespace; returns what was set (for provenance)."""
     k = ctx.config.kernel
@@ -229,8 +219,14 @@ def start_traces(ctx: Context) -> None:
         for host in (ctx.client, ctx.server):
             for dev in ctx.net.hosts[host].interfaces:
                 pcap = ctx.trace_dir / f"{dev}.pcap"
+                # -Z root: tcpdump would chown its file to the tcpdump user and give
+                # up ("Couldn't change ownership of savefile") when the guest runs
+                # confined in a user namespace (mptlab/campaign/launch.py), leaving
+                # a 24-byte capture; the guest is a throw-away root anyway.
                 args = [
                     "tcpdump",
+                    "-Z",
+                    "root",
                     "-i",
                     dev,
                     "-s",
@@ -241,7 +237,16 @@ def start_traces(ctx: Context) -> None:
                     "--immediate-mode",
                     "tcp",
                 ]
-                ctx.procs.append(ctx.net.popen(host, args, stderr=subprocess.DEVNULL))
+                err = open(ctx.trace_dir / f"{dev}.tcpdump.log", "w")  # noqa: SIM115
+                ctx.procs.append(ctx.net.popen(host, args, stderr=err))
+                err.close()  # the child holds its copy
+        time.sleep(0.5)
+        for log in sorted(ctx.trace_dir.glob("*.tcpdump.log")):
+            # a capture that died at once is no capture: say so instead of an empty file
+            if "listening on" not in log.read_text() and any(
+                p.poll() is not None for p in ctx.procs
+            ):
+                raise RuntimeError(f"tcpdump failed: {log.name}: {log.read_text().strip()[-300:]}")
     events = tracepoints.STATS_EVENTS + ((tracepoints.OFO_EVENT,) if t.ofo_events else ())
     tracepoints.enable(events, clock="mono")
     ctx.trace_reader = tracepoints.TraceReader(
@@ -469,6 +474,7 @@ def _run(run_dir: RunDir, state: dict) -> int:
                 "modules_sha256": hashes,
                 "settings": applied,
                 "netem_seeds": netem_seeds,
+                "attempt": os.environ.get(rundir.ATTEMPT_ENV),
             }
         )
         start_traces(ctx)
@@ -547,6 +553,8 @@ def _run(run_dir: RunDir, state: dict) -> int:
         if ctx.watchdog is not None and ctx.watchdog.thread.is_alive():
             ctx.watchdog.stop()
         result["finished"] = time.time()
+        # the boot this result belongs to: the host checks it against its own
+        result["attempt"] = os.environ.get(rundir.ATTEMPT_ENV)
         run_dir.write_result(result)
 
 

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ValidationError
 from .. import home
 from ..rundir import RunSpec
 from . import mininet
+from .expect import Claim, alternatives, pairs, resolve, short
 from .models import ExperimentSpec, Profile, TopologySpec, adapter
 from .plan import path_slot, plan, plan_events
 from .seeds import derive_seed
@@ -33,6 +34,9 @@ from .yamlsrc import Source, SpecError, load
 
 PYTHON = Path("<python>")  # the "file" of experiments and profiles given from Python
 FileKind = Literal["campaign", "topology", "profiles"]
+# an experiment that extends another and changes one of these is another
+# scenario: it does not inherit the parent's ``expect`` (the paper's claims)
+SCENARIO_KEYS = ("topology", "paths", "workload", "background")
 
 
 def shipped_topologies() -> Path:
@@ -138,12 +142,7 @@ def _names_a_field(model, parts: list[str]) -> bool:
     return True
 
 
-def _short(value) -> str:
-    if isinstance(value, list):
-        return "+".join(_short(v) for v in value)
-    if isinstance(value, bool):
-        return "on" if value else "off"
-    return str(value)
+_short = short  # a variant key's value as the variant's name writes it
 
 
 @dataclass
@@ -282,9 +281,14 @@ class Catalog:
                 f"unknown experiment {parent!r}"
             )
         own = {k: v for k, v in data.items() if k != "extends"}
-        merged = _deep_merge(self.raw(parent, _seen + (name,)), own)
+        base = self.raw(parent, _seen + (name,))
+        merged = _deep_merge(base, own)
         if "matrix" in own:  # a matrix is replaced as a whole, not merged key by key
             merged["matrix"] = copy.deepcopy(own["matrix"])
+        if "expect" not in own and any(
+            merged.get(k) != base.get(k) for k in SCENARIO_KEYS
+        ):  # the paper's numbers belong to the parent's scenario, not this one's
+            merged.pop("expect", None)
         return merged
 
     def spec(self, name: str) -> ExperimentSpec:
@@ -371,6 +375,44 @@ class Catalog:
         for i, flow in enumerate(exp.background):
             _validate(Background, flow, src, prefix + ("background", i))
 
+    def claims(self, name: str) -> list[Claim]:
+        """The experiment's ``expect`` list, checked against its variants: every
+        key of a ``key=value`` entry is a variant key, every plain name a
+        variant's name, no entry matches several variants.  A value no variant
+        has (a scheduler still to come) is allowed: the claim is "not run".
+        Claims inherited through ``extends`` were checked in the parent; where
+        this experiment lacks their variants they are "not run"."""
+        exp = self.spec(name)
+        if not exp.expect or "expect" not in self.experiments[name]:
+            # none, or inherited: checked where written; a variant this one lacks is "not run"
+            return exp.expect
+        src, prefix = self.sources[name]
+        variants = self.variants(name)
+        labels = [label for label, _ in variants]
+        keys = sorted({k for _, assignment in variants for k in assignment})
+        short_keys = {k.split(".")[-1] for k in keys}
+        for i, claim in enumerate(exp.expect):
+            for j, entry in enumerate(claim.compare):
+                loc = (*prefix, "expect", i, "compare", j)
+                where = f"{src.where(loc)}: {'.'.join(map(str, loc))}"
+                for alt in alternatives(entry):
+                    want = pairs(alt)
+                    if want is None and alt not in labels:
+                        raise SpecError(
+                            f"{where}: {alt!r} is not a variant of {name}; variants: "
+                            f"{', '.join(labels)} (or key=value of their keys)"
+                        )
+                    for key, _ in want or []:
+                        if key not in keys and key not in short_keys:
+                            raise SpecError(
+                                f"{where}: {key!r} is not a variant key of {name}; "
+                                f"allowed: {', '.join(keys) or '(none)'}"
+                            )
+                    label, why = resolve(alt, variants)
+                    if label is None and "ambiguous" in why:
+                        raise SpecError(f"{where}: {why}; name one variant")
+        return exp.expect
+
     def variants(self, name: str) -> list[tuple[str, dict]]:
         """(variant name, {dotted key: value}) for the matrix cross product, then ``variants``."""
         exp = self.spec(name)
@@ -409,10 +451,11 @@ class Catalog:
         timeout of at most 180 s."""
         base = self.raw(name)
         src, prefix = self.sources[name]
+        self.claims(name)  # checked like every other field, not part of a run
         runs = []
         for label, assignment in self.variants(name):
             data = copy.deepcopy(base)
-            for key in ("matrix", "variants", "extends"):
+            for key in ("matrix", "variants", "extends", "expect"):
                 data.pop(key, None)
             for dotted, value in assignment.items():
                 try:
@@ -427,7 +470,7 @@ class Catalog:
             self._check_references(exp, src, prefix, variant=label)
             # by_alias: the YAML's names (kernel.mptbm.lambda, not lambda_)
             config = exp.model_dump(
-                mode="json", by_alias=True, exclude={"matrix", "variants", "extends"}
+                mode="json", by_alias=True, exclude={"matrix", "variants", "extends", "expect"}
             )
             # the workload's and the background's fields, normalised (units -> numbers)
             params = {k: v for k, v in config["workload"].items() if k != "type"}

@@ -20,6 +20,8 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 
 from ..rundir import Clock
 from . import units
+from .expect import Claim
+from .knobs import mptbm_sysctls
 from .plan import l2_segments
 from .shapes import Shape, shape_with
 from .units import Duration, Rate, Size  # noqa: F401 - the language's unit types, for models
@@ -199,11 +201,7 @@ class MptbmSpec(Strict):
 
     def sysctls(self) -> dict[str, int]:
         """The kernel's per-namespace knobs (net.mptcp.mptbm_*, patch 0004)."""
-        return {
-            "net.mptcp.mptbm_lambda": round(self.lambda_ * 1000),
-            "net.mptcp.mptbm_theta_ms": round(self.theta),
-            "net.mptcp.mptbm_window_ms": round(self.window),
-        }
+        return mptbm_sysctls(self.model_dump(mode="json", by_alias=True))
 
 
 class KernelSpec(Strict):
@@ -317,3 +315,8 @@ class ExperimentSpec(Strict):
     )
     matrix: dict[str, list] = {}
     variants: list[dict] = []
+    expect: list[Claim] = Field(
+        default_factory=list,
+        description="the paper's claims about the variants (mptlab.spec.expect); "
+        "not part of a run's config",
+    )

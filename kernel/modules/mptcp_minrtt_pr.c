@@ -1,0 +1,90 @@
+// SPDX-License-Identifier: GPL-2.0
+/* MPTCP scheduler "minrtt_pr": lowest RTT first with opportunistic
+ * retransmission and penalisation (OR&P), the default of the out-of-tree
+ * MPTCP v0.88-v0.90 and the baseline of the BLEST and MPT-BM papers.
+ *
+ * New data goes to the lowest-RTT subflow with cwnd space ("minrtt").
+ * When the connection-level window is full and its oldest segment holds
+ * up the receiver, the kernel asks again with reinject set (patch 0001):
+ * the segment is re-sent on the fastest subflow with cwnd space that has
+ * not carried it yet (Raiciu et al., NSDI 2012), and every slower subflow
+ * that did carry it has its cwnd halved, at most once per its sRTT
+ * (mptcp_sched_penalise(), patch 0005).  Both steps are module
+ * parameters.  retransmit=0 answers a reinject call as minrtt does (the
+ * lowest-RTT subflow with room, which may have carried the segment): the
+ * call also stands for MPTCP-level retransmissions after a timeout, which
+ * must not be refused, so the kernel's opportunistic retransmission itself
+ * cannot be switched off from here.
+ */
+#include <linux/module.h>
+#include "sched_util.h"
+
+static bool retransmit = true;
+module_param(retransmit, bool, 0644);
+MODULE_PARM_DESC(retransmit, "re-send a blocking segment on a faster subflow (default: on)");
+
+static bool penalise = true;
+module_param(penalise, bool, 0644);
+MODULE_PARM_DESC(penalise, "halve the cwnd of the subflow that blocks (default: on)");
+
+/* The fastest subflow with room that has not carried the blocking segment. */
+static int minrtt_pr_fresh(struct mptcp_sock *msk, const struct sched_view *v)
+{
+	int i, best = -1;
+
+	for (i = 0; i < v->n; i++) {
+		const struct mptcp_sched_subflow_info *info = &v->info[i];
+
+		if (!info->cwnd_avail || !info->memory_free ||
+		    mptcp_sched_rtx_head_sent_on(msk, v->ctx[i]))
+			continue;
+		if (best < 0 || sched_rtt_key(info) < sched_rtt_key(&v->info[best]))
+			best = i;
+	}
+	return best;
+}
+
+static int minrtt_pr_get_subflow(struct mptcp_sock *msk,
+				 struct mptcp_sched_data *data)
+{
+	struct sched_view v;
+	int i, best;
+
+	sched_view_init(&v, data);
+	if (!data->reinject || !retransmit)
+		return sched_mark(&v, sched_min_rtt(&v, true));
+
+	best = minrtt_pr_fresh(msk, &v);
+	if (best < 0)	/* every subflow carried it (an MPTCP-level RTO) */
+		return sched_mark(&v, sched_min_rtt(&v, true));
+
+	for (i = 0; penalise && i < v.n; i++) {
+		if (i == best ||
+		    !mptcp_sched_rtx_head_sent_on(msk, v.ctx[i]) ||
+		    sched_rtt_key(&v.info[i]) <= sched_rtt_key(&v.info[best]))
+			continue;
+		mptcp_sched_penalise(v.ctx[i]);
+	}
+	return sched_mark(&v, best);
+}
+
+static struct mptcp_sched_ops minrtt_pr_ops = {
+	.get_subflow	= minrtt_pr_get_subflow,
+	.name		= "minrtt_pr",
+	.owner		= THIS_MODULE,
+};
+
+static int __init minrtt_pr_register(void)
+{
+	return mptcp_register_scheduler(&minrtt_pr_ops);
+}
+
+static void __exit minrtt_pr_unregister(void)
+{
+	mptcp_unregister_scheduler(&minrtt_pr_ops);
+}
+
+module_init(minrtt_pr_register);
+module_exit(minrtt_pr_unregister);
+MODULE_LICENSE("GPL");
+MODULE_DESCRIPTION("MPTCP lowest-RTT-first scheduler with opportunistic retransmission and penalisation");

@@ -1,0 +1,441 @@
+"""Does a campaign reproduce the paper?  The ``expect:`` claims of an
+experiment (``mptlab.spec.expect``) against its runs.
+
+    mptlab reproduce NAME [DIR]      claims of NAME against DIR (default results/NAME)
+    mptlab reproduce DIR             claims of every experiment with runs in DIR
+
+Per claim: the two variants its ``compare`` entries name in this campaign,
+our mean with its 95 % bootstrap CI and n for each (ok runs of the current
+attempt, as every statistic), the relative difference subject vs baseline
+with its bootstrap CI (``stats.compare``), and a verdict:
+
+- ``reproduced``: the CI of our difference excludes zero and has the
+  paper's sign (a claim of no difference: the CI lies within
+  +-``tolerance``);
+- ``opposite``: the CI excludes zero with the other sign;
+- ``different`` (claims of no difference only): the CI lies outside
+  +-``tolerance``;
+- ``inconclusive``: anything else (the CI spans zero, n < 2);
+- ``not run``: a variant or the metric is not in the campaign.
+
+With each variant, the runs that did not end ok (failed, stalled, ...):
+they are left out of the statistics, which can bias the comparison.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..rundir import breakdown
+from ..spec.expect import Claim, metric_columns, resolve
+from . import stats
+
+REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN = (
+    "reproduced",
+    "opposite",
+    "different",
+    "inconclusive",
+    "not run",
+)
+VERDICTS = (REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN)
+FEW = 5  # fewer runs per variant: a verdict's CI is rough, said next to it
+STARVED = 0.10  # host_cpu_wait_share above this: the guest was starved (mptlab run warns)
+
+
+@dataclass
+class Side:
+    """One variant of a claim in this campaign."""
+
+    entry: str  # the compare entry as written
+    variant: str | None = None  # the campaign's variant it names (None: not run)
+    summary: stats.Summary | None = None
+    runs: int = 0  # runs of the variant (current attempt, any status)
+    not_ok: str = ""  # "1 stalled, 2 failed"
+    no_value: int = 0  # ok runs without a value of the metric
+    starved: int = 0  # ok runs that waited > STARVED of their time for a host CPU
+
+
+@dataclass
+class ClaimResult:
+    claim: Claim
+    subject: Side
+    baseline: Side
+    verdict: str = NOT_RUN
+    why: str = ""  # why not run / inconclusive, in words
+    rel_diff: float = math.nan  # ours: mean(subject) / mean(baseline) - 1
+    ci_low: float = math.nan
+    ci_high: float = math.nan
+    p_value: float = math.nan
+    absolute: bool = False  # baseline mean 0: the CI is of the difference of means
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def paper_change(self) -> float:
+        return self.claim.paper_change()
+
+
+def verdict(direction: int, lo: float, hi: float, tolerance: float | None = None) -> str:
+    """The verdict from the paper's direction (+1, -1; 0: no difference within
+    ``tolerance``) and the CI [lo, hi] of our relative difference."""
+    if not (math.isfinite(lo) and math.isfinite(hi)):
+        return INCONCLUSIVE
+    if direction == 0:
+        tol = tolerance or 0.0
+        if -tol <= lo and hi <= tol:
+            return REPRODUCED
+        if lo > tol or hi < -tol:
+            return DIFFERENT
+        return INCONCLUSIVE
+    if lo > 0 or hi < 0:
+        ours = 1 if lo > 0 else -1
+        return REPRODUCED if ours == direction else OPPOSITE
+    return INCONCLUSIVE
+
+
+def values(runs: pd.DataFrame, metric: str) -> pd.Series | None:
+    """The metric per run (a column, or the ratio of two), None if a column is missing."""
+    num, den = metric_columns(metric)
+    if num not in runs or (den is not None and den not in runs):
+        return None
+    a = pd.to_numeric(runs[num], errors="coerce")
+    if den is None:
+        return a
+    b = pd.to_numeric(runs[den], errors="coerce")
+    return (a / b.where(b != 0)).astype(float)
+
+
+def campaign_variants(runs: pd.DataFrame) -> list[tuple[str, dict]]:
+    """(variant, its keys) of a campaign's runs, in the order they appear."""
+    out: dict[str, dict] = {}
+    for _, r in runs.iterrows():
+        v = str(r["variant"])
+        if v not in out:
+            keys = r.get("variant_keys")
+            out[v] = json.loads(keys) if isinstance(keys, str) and keys else {}
+    return list(out.items())
+
+
+def _side(entry: str, runs: pd.DataFrame, variants, metric_values) -> Side:
+    side = Side(entry)
+    label, why = resolve(entry, variants)
+    if label is None:
+        side.summary = None
+        side.not_ok = why
+        return side
+    side.variant = label
+    mine = runs[runs["variant"] == label]
+    side.runs = len(mine)
+    side.not_ok = breakdown(mine["status"])
+    ok = stats.ok_runs(mine)
+    if metric_values is not None:
+        v = metric_values.loc[ok.index]
+        side.no_value = int(v.isna().sum())
+    if "host_cpu_wait_share" in ok:
+        side.starved = int(
+            (pd.to_numeric(ok["host_cpu_wait_share"], errors="coerce") > STARVED).sum()
+        )
+    return side
+
+
+def evaluate_claim(
+    claim: Claim,
+    runs: pd.DataFrame,
+    conf: float = stats.CONF,
+    n_boot: int = stats.N_BOOT,
+    seed: int = stats.SEED,
+) -> ClaimResult:
+    """One claim against the runs of one experiment (variant names as its campaign has them)."""
+    variants = campaign_variants(runs) if len(runs) else []
+    metric_values = values(runs, claim.metric) if len(runs) else None
+    subj = _side(claim.compare[0], runs, variants, metric_values)
+    base = _side(claim.compare[1], runs, variants, metric_values)
+    res = ClaimResult(claim, subj, base)
+    missing = [s for s in (subj, base) if s.variant is None]
+    if missing:
+        res.why = "; ".join(s.not_ok for s in missing)
+        for s in missing:
+            s.not_ok = ""
+        return res
+    if metric_values is None:
+        num, den = metric_columns(claim.metric)
+        absent = [c for c in (num, den) if c and c not in runs]
+        res.why = f"{', '.join(absent)}: not a column of the runs table"
+        return res
+    ok = stats.ok_runs(runs)
+    samples = []
+    for side in (subj, base):
+        v = metric_values.loc[ok.index[ok["variant"] == side.variant]].dropna()
+        side.summary = stats.describe(v, conf, n_boot, seed)
+        samples.append(v)
+    if subj.summary is None or base.summary is None:  # for mypy
+        return res
+    empty = [s.variant for s in (subj, base) if s.summary is not None and s.summary.n == 0]
+    if empty:
+        res.why = f"no ok run with a value of {claim.metric} in {', '.join(map(str, empty))}"
+        return res
+    c = stats.compare(samples[1], samples[0], conf, n_boot, seed)
+    res.rel_diff, res.ci_low, res.ci_high, res.p_value = c.rel_diff, c.ci_low, c.ci_high, c.p_value
+    lo, hi = c.ci_low, c.ci_high
+    if base.summary.mean == 0 and len(samples[0]) >= 2 and len(samples[1]) >= 2:
+        # no relative difference from a zero baseline: the sign from the difference of means
+        res.absolute = True
+        d = stats.bootstrap(samples[0], np.mean, n_boot, seed + 1) - stats.bootstrap(
+            samples[1], np.mean, n_boot, seed
+        )
+        lo, hi = (float(x) for x in np.quantile(d, [(1 - conf) / 2, 1 - (1 - conf) / 2]))
+        res.ci_low, res.ci_high = lo, hi
+        res.rel_diff = subj.summary.mean - base.summary.mean
+    res.verdict = verdict(claim.direction, lo, hi, claim.tolerance)
+    if res.verdict == INCONCLUSIVE:
+        small = [s.variant for s in (subj, base) if s.summary is not None and s.summary.n < 2]
+        if small:
+            res.why = f"n < 2 in {', '.join(map(str, small))}: no CI"
+        elif claim.direction == 0:
+            res.why = f"the CI straddles the +-{claim.tolerance:.0%} band"
+        else:
+            res.why = "the CI includes zero"
+    elif min(len(samples[0]), len(samples[1])) < FEW:
+        res.why = f"few runs (n < {FEW}): the bootstrap CI is rough"
+    for side in (subj, base):
+        if side.not_ok:
+            res.notes.append(f"{side.variant}: {side.not_ok} left out")
+    return res
+
+
+def evaluate(
+    claims: list[Claim],
+    runs: pd.DataFrame,
+    conf: float = stats.CONF,
+    n_boot: int = stats.N_BOOT,
+    seed: int = stats.SEED,
+) -> list[ClaimResult]:
+    return [evaluate_claim(c, runs, conf, n_boot, seed) for c in claims]
+
+
+def counts(results: list[ClaimResult]) -> dict[str, int]:
+    return {
+        v: sum(r.verdict == v for r in results)
+        for v in VERDICTS
+        if any(r.verdict == v for r in results)
+    }
+
+
+def experiment_runs(runs: pd.DataFrame, experiment: str) -> pd.DataFrame:
+    """The current runs of one experiment, variants named as its campaign names them."""
+    if not len(runs):
+        return runs
+    keep = runs["attempt"].isin(["current", "incomplete"]) if "attempt" in runs else True
+    if "experiment" in runs:
+        keep = keep & (runs["experiment"] == experiment)
+    return runs[keep]
+
+
+def quick_campaigns(runs: pd.DataFrame) -> list[str]:
+    """The campaigns among ``runs`` that ``mptlab run --quick`` made (named
+    ``...-quick``): shortened workloads, no warm-up, not the paper's setup."""
+    if not len(runs) or "campaign" not in runs:
+        return []
+    return sorted({str(c) for c in runs["campaign"].dropna() if str(c).endswith("-quick")})
+
+
+@dataclass
+class Expectations:
+    """What the catalog says about an experiment: its claims, notes, source."""
+
+    experiment: str
+    claims: list[Claim] = field(default_factory=list)
+    notes: str = ""
+    source: str = ""
+    error: str = ""  # the catalog could not give them (not in it, a bad file)
+
+
+def expectations(experiments: list[str], file: Path | None = None) -> list[Expectations]:
+    """The claims of each experiment, from experiments.yaml (or ``file``)."""
+    from ..spec.catalog import Catalog
+    from ..spec.yamlsrc import SpecError
+
+    try:
+        cat = Catalog.load(Path(file) if file else None)
+    except SpecError as exc:
+        return [Expectations(e, error=str(exc)) for e in experiments]
+    out = []
+    for e in experiments:
+        if e not in cat.experiments:
+            where = file or "experiments.yaml"
+            out.append(Expectations(e, error=f"{e} is not an experiment of {where}"))
+            continue
+        try:
+            spec = cat.spec(e)
+            out.append(Expectations(e, cat.claims(e), spec.notes.strip(), spec.source))
+        except SpecError as exc:
+            out.append(Expectations(e, error=str(exc)))
+    return out
+
+
+def to_frame(experiment: str, results: list[ClaimResult]) -> pd.DataFrame:
+    """One row per claim: what the table shows, as numbers."""
+    rows = []
+    for r in results:
+        cl = r.claim
+        vals = cl.paper_values() or (math.nan, math.nan)
+        row = {
+            "experiment": experiment,
+            "claim": cl.claim,
+            "source": cl.source,
+            "derived": cl.derived,
+            "metric": cl.metric,
+            "subject": r.subject.variant or r.subject.entry,
+            "baseline": r.baseline.variant or r.baseline.entry,
+            "paper_subject": vals[0],
+            "paper_baseline": vals[1],
+            "paper_change": cl.paper_change(),
+            "direction": cl.direction,
+        }
+        for name, side in (("subject", r.subject), ("baseline", r.baseline)):
+            s = side.summary
+            row[f"n_{name}"] = s.n if s else 0
+            row[f"mean_{name}"] = s.mean if s else math.nan
+            row[f"ci_low_{name}"] = s.ci_low if s else math.nan
+            row[f"ci_high_{name}"] = s.ci_high if s else math.nan
+            row[f"not_ok_{name}"] = side.not_ok
+        row.update(
+            rel_diff=r.rel_diff,
+            ci_low=r.ci_low,
+            ci_high=r.ci_high,
+            absolute=r.absolute,
+            verdict=r.verdict,
+            why=r.why,
+        )
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+# ------------------------------------------------------------------ text
+def _num(x: float) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    if 1e4 <= abs(x) < 1e10:
+        return f"{x:.0f}"
+    return f"{x:.4g}"
+
+
+def pct(x: float) -> str:
+    return "-" if x is None or not math.isfinite(x) else f"{x * 100:+.1f} %"
+
+
+def ours_text(side: Side) -> str:
+    s = side.summary
+    if s is None or side.variant is None:
+        return "-"
+    ci = f" [{_num(s.ci_low)}, {_num(s.ci_high)}]" if math.isfinite(s.ci_low) else ""
+    return f"{_num(s.mean)}{ci} n={s.n}"
+
+
+def diff_text(r: ClaimResult) -> str:
+    if r.verdict == NOT_RUN:
+        return "-"
+    if r.absolute:
+        return (
+            f"{_num(r.rel_diff)} [{_num(r.ci_low)}, {_num(r.ci_high)}] "
+            "(difference of means: baseline mean 0)"
+        )
+    return f"{pct(r.rel_diff)} [{pct(r.ci_low)}, {pct(r.ci_high)}]"
+
+
+def paper_text(claim: Claim) -> str:
+    vals = claim.paper_values()
+    unit = f" {claim.unit}" if claim.unit else ""
+    change = pct(claim.paper_change())
+    if claim.direction == 0:
+        change = f"no difference (+-{claim.tolerance:.0%})"
+    if vals is None:
+        return change
+    return f"{_num(vals[0])} vs {_num(vals[1])}{unit} ({change})"
+
+
+def level_text(side: Side, paper: float | None, scale: float) -> str:
+    """Our mean over the paper's value, both in the metric's unit."""
+    s = side.summary
+    if s is None or paper is None or not paper or not math.isfinite(s.mean):
+        return ""
+    ratio = s.mean / (paper * scale)
+    if abs(ratio) >= 10:
+        return f"{ratio:.0f}x"
+    return f"{ratio:.2f}x" if abs(ratio) >= 1 else f"{ratio:.2g}x"
+
+
+def render_text(
+    exp: Expectations, results: list[ClaimResult], quick: list[str] | None = None
+) -> str:
+    lines = [f"{exp.experiment}: {len(results)} claims"]
+    if exp.source:
+        lines.append(f"  source: {exp.source}")
+    if quick:
+        lines.append(
+            f"  warning: {', '.join(quick)}: --quick runs (shortened workload, no warm-up), "
+            "not the paper's setup"
+        )
+    c = counts(results)
+    if c:
+        lines.append("  " + ", ".join(f"{n} {v}" for v, n in c.items()))
+    for r in results:
+        cl = r.claim
+        lines.append("")
+        src = cl.source + (" (derived)" if cl.derived else "")
+        lines.append(f"[{r.verdict}] {cl.claim}  ({src})")
+        lines.append(f"  metric {cl.metric}: {cl.compare[0]}  vs  {cl.compare[1]}")
+        lines.append(f"  paper: {paper_text(cl)}")
+        vals = cl.paper_values()
+        for side, pv in zip((r.subject, r.baseline), vals or (None, None), strict=True):
+            name = side.variant or side.entry
+            extra = []
+            if side.not_ok:
+                extra.append(f"not ok, left out: {side.not_ok} of {side.runs}")
+            if side.no_value:
+                extra.append(f"{side.no_value} ok runs without a value")
+            if side.starved:
+                extra.append(f"{side.starved} starved of host CPU")
+            lv = level_text(side, pv, cl.scale)
+            if lv:
+                extra.append(f"{lv} the paper's value")
+            tail = f"  ({'; '.join(extra)})" if extra else ""
+            lines.append(f"  ours {name}: {ours_text(side)}{tail}")
+        if r.verdict != NOT_RUN:
+            lines.append(f"  ours: {diff_text(r)}")
+        if r.why:
+            lines.append(f"  why: {r.why}")
+        if cl.note:
+            lines.append(f"  note: {cl.note}")
+    if any(r.subject.not_ok or r.baseline.not_ok for r in results):
+        lines.append("")
+        lines.append(
+            "  warning: runs that did not end ok are left out of every statistic; if a "
+            "variant's runs fail or stall more often, its numbers are biased (survivors only)."
+        )
+    if exp.notes:
+        lines.append("")
+        lines.append("what differs from the paper's setup (the experiment's notes):")
+        lines.append("  " + " ".join(exp.notes.split()))
+    return "\n".join(lines)
+
+
+__all__ = [
+    "ClaimResult",
+    "Expectations",
+    "Side",
+    "VERDICTS",
+    "counts",
+    "evaluate",
+    "evaluate_claim",
+    "expectations",
+    "quick_campaigns",
+    "render_text",
+    "to_frame",
+    "verdict",
+]

@@ -1,0 +1,234 @@
+"""A paper's claims about an experiment: the ``expect:`` list of the language.
+
+    expect:
+      - {metric: delay_mean_ms, compare: [scheduler=blest, scheduler=minrtt],
+         paper: [62.8, 68], unit: ms, claim: "BLEST -8 % vs minRTT", source: "Table IV"}
+
+``compare`` is ``[SUBJECT, BASELINE]``: the claim is about the subject's
+mean relative to the baseline's (``mean(subject) / mean(baseline) - 1``).
+Each entry names one variant of the experiment:
+
+- a variant's name as ``mptlab show`` prints it (``scheduler=blest``,
+  ``tcp-wlan``, ``page=amazon,scheduler=blest``): an exact name wins;
+- else ``key=value[,key=value...]``: the variant whose keys include these
+  (a key is the dotted one, ``kernel.scheduler``, or its last part,
+  ``scheduler``; a value as the variant name writes it: lists joined by
+  ``+``, booleans ``on``/``off``); it must match one variant only;
+- alternatives separated by ``|``, the first the campaign has is used:
+  ``scheduler=minrtt_pr | scheduler=minrtt``.
+
+The claim's direction is the sign of the paper's difference: from ``paper``
+(the two values, in ``compare``'s order, or a mapping keyed by the entries)
+or from ``change`` (the paper's relative difference, e.g. ``-0.08`` or
+``"-8%"``).  With ``tolerance`` the claim is one of no difference (the
+paper says "similar"; its own difference must lie within the band); equal
+values need it.  ``scale`` converts the paper's
+values to the metric's unit (KiB -> bytes: 1024); verdicts use relative
+differences only, so units matter for showing paper and ours side by side.
+
+``metric`` is a column of the runs table or the ratio of two
+(``goodput_mbps / bg_received_mbps``), computed per run.
+
+The analysis (``mptlab.analysis.reproduce``) evaluates them.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+_COLUMN = r"[A-Za-z_][A-Za-z0-9_]*"
+_METRIC = re.compile(rf"^\s*({_COLUMN})\s*(?:/\s*({_COLUMN})\s*)?$")
+
+
+def short(value) -> str:
+    """A variant key's value as the variant's name writes it."""
+    if isinstance(value, list):
+        return "+".join(short(v) for v in value)
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    return str(value)
+
+
+def _percent(value):
+    """``-0.08``, ``"-8%"``, ``"-8 %"`` -> -0.08."""
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        if text.endswith("%"):
+            try:
+                return float(text[:-1]) / 100
+            except ValueError:
+                raise ValueError(f"{value!r} is not a percentage (e.g. -8%)") from None
+    return value
+
+
+Fraction = Annotated[float, BeforeValidator(_percent)]
+
+
+def metric_columns(metric: str) -> tuple[str, str | None]:
+    """``"a"`` -> ("a", None); ``"a / b"`` -> ("a", "b")."""
+    m = _METRIC.match(metric)
+    if not m:
+        raise ValueError(f"{metric!r}: a runs column, or the ratio of two ('a / b')")
+    return m.group(1), m.group(2)
+
+
+def alternatives(entry: str) -> list[str]:
+    return [a.strip() for a in entry.split("|") if a.strip()]
+
+
+def pairs(alternative: str) -> list[tuple[str, str]] | None:
+    """``"page=amazon,scheduler=blest"`` -> [(page, amazon), (scheduler, blest)];
+    a plain name (no ``=``) -> None."""
+    if "=" not in alternative:
+        return None
+    out = []
+    for part in alternative.split(","):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or not value.strip():
+            raise ValueError(
+                f"{alternative!r}: expected key=value[,key=value...] or a variant name"
+            )
+        out.append((key.strip(), value.strip()))
+    return out
+
+
+def _key_matches(key: str, dotted: str) -> bool:
+    return key == dotted or key == dotted.split(".")[-1]
+
+
+def matches(alternative: str, label: str, assignment: dict) -> bool:
+    """Does one alternative of a ``compare`` entry name this variant?"""
+    if alternative == label:
+        return True
+    want = pairs(alternative)
+    if want is None:
+        return False
+    return all(
+        any(_key_matches(k, dotted) and short(v) == value for dotted, v in assignment.items())
+        for k, value in want
+    )
+
+
+def resolve(entry: str, variants: list[tuple[str, dict]]) -> tuple[str | None, str]:
+    """The variant an entry names among ``variants`` ((label, assignment)):
+    (label, "") or (None, why not).  An exact name wins; several matches
+    of one alternative are an error (ambiguous), none moves to the next."""
+    tried = []
+    for alt in alternatives(entry):
+        exact = [label for label, _ in variants if label == alt]
+        if exact:
+            return exact[0], ""
+        found = [label for label, keys in variants if matches(alt, label, keys)]
+        if len(found) > 1:
+            return None, f"{alt!r} is ambiguous: it matches {', '.join(found)}"
+        if found:
+            return found[0], ""
+        tried.append(alt)
+    return None, f"{' | '.join(tried)}: variant not in this campaign"
+
+
+class Claim(BaseModel):
+    """One claim of a paper about two variants of an experiment."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    metric: str = Field(description="a runs column, or 'a / b' (their ratio per run)")
+    compare: list[str] = Field(
+        min_length=2,
+        max_length=2,
+        description="[SUBJECT, BASELINE]: the subject's mean relative to the baseline's",
+    )
+    paper: list[float] | dict[str, float] | None = Field(
+        None, description="the paper's values, in compare's order (or keyed by the entries)"
+    )
+    change: Fraction | None = Field(
+        None, description="the paper's relative difference subject vs baseline (-0.08, '-8%')"
+    )
+    tolerance: Fraction | None = Field(
+        None,
+        ge=0,
+        description="a claim of no difference: the relative band that counts as equal",
+    )
+    unit: str = Field("", description="the unit of the paper's values, as the paper gives them")
+    scale: float = Field(1.0, gt=0, description="metric unit per paper unit (KiB -> B: 1024)")
+    claim: str = Field(min_length=1, description="the claim in words")
+    source: str = Field(min_length=1, description="where in the paper (table, section)")
+    derived: bool = Field(
+        False, description="the paper's numbers here are derived (our arithmetic on its numbers)"
+    )
+    note: str = ""
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        metric_columns(self.metric)
+        for entry in self.compare:
+            if not alternatives(entry):
+                raise ValueError("compare: an entry is empty")
+            for alt in alternatives(entry):
+                pairs(alt)
+        if self.compare[0].strip() == self.compare[1].strip():
+            raise ValueError(f"compare: the two entries are the same ({self.compare[0]!r})")
+        if isinstance(self.paper, dict):
+            keys = set(self.paper)
+            want = set(self.compare)
+            if keys != want:
+                raise ValueError(
+                    f"paper: keys {sorted(keys)} must be the compare entries {self.compare}"
+                )
+        elif isinstance(self.paper, list) and len(self.paper) != 2:
+            raise ValueError("paper: two values, in compare's order (subject, baseline)")
+        if self.paper is None and self.change is None:
+            raise ValueError("give the paper's values (paper) or its relative difference (change)")
+        values = self.paper_values()
+        if values and values[1] == 0 and values[0] != 0 and self.change is None:
+            raise ValueError("paper: the baseline's value is 0: give change as well")
+        derived = self.paper_change()
+        if (
+            self.change is not None
+            and values
+            and values[1]
+            and (values[0] / values[1] - 1) * self.change < 0
+        ):
+            raise ValueError(
+                f"change {self.change:+.1%} and paper {list(values)} disagree in direction"
+            )
+        if derived == 0 and self.tolerance is None:
+            raise ValueError(
+                "the paper's values claim no difference: give tolerance (e.g. 0.05: within 5 %)"
+            )
+        if self.tolerance is not None and abs(derived) > self.tolerance:
+            raise ValueError(
+                f"tolerance {self.tolerance:.0%} makes this a claim of no difference, but the "
+                f"paper's own difference is {derived:+.1%}"
+            )
+        return self
+
+    def paper_values(self) -> tuple[float, float] | None:
+        """(subject, baseline) in the paper's unit, or None."""
+        if self.paper is None:
+            return None
+        if isinstance(self.paper, dict):
+            return self.paper[self.compare[0]], self.paper[self.compare[1]]
+        return self.paper[0], self.paper[1]
+
+    def paper_change(self) -> float:
+        """The paper's relative difference, subject vs baseline."""
+        if self.change is not None:
+            return float(self.change)
+        values = self.paper_values()
+        assert values is not None
+        return values[0] / values[1] - 1 if values[1] else 0.0
+
+    @property
+    def direction(self) -> int:
+        """+1: the paper's subject is higher, -1 lower, 0 no difference (``tolerance``)."""
+        if self.tolerance is not None:
+            return 0
+        c = self.paper_change()
+        return (c > 0) - (c < 0)
+
+
+__all__ = ["Claim", "alternatives", "matches", "metric_columns", "pairs", "resolve", "short"]
