@@ -57,7 +57,7 @@ def test_guests_get_a_cpu_each_then_double_up_round_robin():
     assert [pool.acquire() for _ in range(3)] == [0, 1, 0]
     pool.release(1)
     assert pool.acquire() == 1  # the least used
-    assert boot.pin_prefix(1)[-2:] == ["-c", "1"]
+    assert boot.pin_prefix(1)[1:3] == ["-c", "1"] and boot.pin_prefix(1)[-1] == "-R"
 
 
 def test_the_host_gives_a_virtual_guest_a_generous_wall_time_backstop():

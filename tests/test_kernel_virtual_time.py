@@ -4,13 +4,9 @@ run as ``timeout``, and the same run repeats, alone or beside another guest.
 
 What "repeats" means here (docs/experiments.md, "The guest's clock"):
 kernel timers and everything the guest schedules by its clock are exact
-under virtual time, and netem draws from the run's seed; but the guest
-kernel's random numbers are seeded from the host at boot (UML's
-``os_getrandom`` in um_arch.c), so a transfer's timing can still differ by
-some microseconds between boots, and through losses and retransmissions
-that grows.  The tests below check what holds: delays to the microsecond, a
-lossless transfer's goodput to 1e-4 and its bytes exactly, a ping train's
-minimum exactly and its mean and maximum within 5 us (seen: 1-2 us apart).
+under virtual time, netem draws from the run's seed, and the guest kernel's
+random numbers from ``det_rng_seed=`` (kernel patch 0006): the same run
+gives the same numbers to the last digit, alone or beside another guest.
 """
 
 from __future__ import annotations
@@ -102,7 +98,7 @@ from mptlab.spec.plan import plan
 
 cat = Catalog.load()
 profiles = dict(cat.profiles)
-profiles["p1"] = Profile.parse({{"rate": "20mbit", "delay": "10ms", "queue": "1000 packets"}})
+profiles["p1"] = Profile.parse({{"rate": "20mbit", "delay": "10ms", "loss": "1%", "queue": "1000 packets"}})
 profiles["p2"] = Profile.parse({{"rate": "5mbit", "delay": "30ms", "queue": "100 packets"}})
 p = plan(cat.topologies["two-path"], profiles, ["p1", "p2"], background=False)
 net = build(p, "client", "server", net=Net())
@@ -143,14 +139,8 @@ def test_a_virtual_time_run_repeats_alone_and_beside_another_guest(guest, kernel
     beside = guest(code, clock="virtual")
     t.join()
     assert neighbour["r"].ok, neighbour["r"]
-    # iperf3 -n: the receiver's count stops a little short of 4 MiB, the same each time
-    assert alone["bytes"] == beside["bytes"] and alone["retransmits"] == beside["retransmits"] == 0
-    assert abs(beside["goodput"] - alone["goodput"]) / alone["goodput"] < 1e-4, (alone, beside)
-    # the delay line is exact: the minimum is the configured 20 ms to the
-    # microsecond; averages and maxima agree within a few microseconds (the
-    # guest kernel's host-seeded randomness, see the module doc)
-    a, b = (
-        [float(v) for v in r["ping"].split("=")[1].split()[0].split("/")] for r in (alone, beside)
-    )
-    assert a[0] == b[0] == 20.0, (alone["ping"], beside["ping"])
-    assert all(abs(x - y) <= 0.005 for x, y in zip(a, b, strict=True)), (a, b)
+    # over a 1 %-loss path: losses, retransmissions, goodput and the ping
+    # train's statistics all identical (before patch 0006 the same transfer
+    # differed in goodput, and ping means by 1-2 us)
+    assert alone["retransmits"] > 0, alone
+    assert alone == beside, (alone, beside)

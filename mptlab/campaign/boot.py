@@ -244,16 +244,21 @@ CPUS = CpuPool()
 
 
 def pin_prefix(cpu: int) -> list[str]:
-    """``taskset -c CPU``: UML starts pinned, so every process and thread it
-    creates (the guest processes' ptrace stubs, its helper threads) inherits
-    the CPU from the start (a pin set after the start would race the forks)."""
-    taskset = shutil.which("taskset")
-    if taskset is None:
+    """``taskset -c CPU setarch -R``: UML starts pinned, so every process and
+    thread it creates (the guest processes' ptrace stubs, its helper threads)
+    inherits the CPU from the start (a pin set after the start would race the
+    forks); and without address-space randomisation: UML sizes the guest's
+    memory from where the host put its heap, so MemTotal (and the tcp_mem
+    the agent derives from it) differed by up to 5.6 MB from boot to boot of
+    the same run."""
+    taskset, setarch = shutil.which("taskset"), shutil.which("setarch")
+    if taskset is None or setarch is None:
         raise FileNotFoundError(
-            "clock: virtual pins each guest to a host CPU with `taskset` (Debian package "
-            "util-linux), which is not on PATH"
+            "clock: virtual pins each guest to a host CPU with `taskset` and turns off its "
+            "address-space randomisation with `setarch` (Debian package util-linux), which "
+            "are not on PATH"
         )
-    return [taskset, "-c", str(cpu)]
+    return [taskset, "-c", str(cpu), setarch, "-R"]
 
 
 def command_line(
@@ -266,8 +271,11 @@ def command_line(
     mem_mb: int = 256,
     env: dict[str, str] | None = None,
     clock: Clock = "real",
+    rng_seed: int | None = None,
 ) -> list[str]:
-    """The UML command line for one guest (exposed for docs and debugging)."""
+    """The UML command line for one guest (exposed for docs and debugging).
+    ``rng_seed`` (virtual clock only): the guest kernel's randomness comes
+    from it alone (kernel patch 0006), so that a run repeats exactly."""
     args = [
         str(kernel.linux),
         f"mem={mem_mb}M",
@@ -281,6 +289,7 @@ def command_line(
         f"umid={umid}",
         f"uml_dir={uml_dir}",
         *CLOCK_ARGS[check_clock(clock)],
+        *([f"det_rng_seed={rng_seed}"] if clock == "virtual" and rng_seed is not None else []),
         f"MPTLAB_RUN_DIR={run_dir}",
         f"MPTLAB_ENTRY={entry}",
         f"MPTLAB_CLOCK={clock}",
@@ -388,6 +397,7 @@ def boot(
     env: dict[str, str] | None = None,
     clock: Clock = "real",
     cancel: threading.Event | None = None,
+    rng_seed: int | None = None,
 ) -> BootResult:
     """Boot a guest that runs ``entry`` with ``run_dir`` writable; wait at most
     ``timeout`` s (real clock), or let it run ``timeout`` s of guest time
@@ -439,6 +449,7 @@ def boot(
         mem_mb=mem_mb,
         env={**guest_env, ATTEMPT_ENV: attempt},
         clock=clock,
+        rng_seed=rng_seed,
     )
     console = run_dir / CONSOLE_LOG
     started = time.monotonic()
@@ -553,11 +564,20 @@ def run_script(
     env: dict[str, str] | None = None,
     clock: Clock = "real",
     cancel: threading.Event | None = None,
+    rng_seed: int | None = None,
 ) -> BootResult:
     """Write ``script`` (a /bin/sh script) into the run dir and boot a guest running it."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     entry = RunDir(run_dir).write_entry(script)
     return boot(
-        kernel, run_dir, entry, timeout=timeout, mem_mb=mem_mb, env=env, clock=clock, cancel=cancel
+        kernel,
+        run_dir,
+        entry,
+        timeout=timeout,
+        mem_mb=mem_mb,
+        env=env,
+        clock=clock,
+        cancel=cancel,
+        rng_seed=rng_seed,
     )

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from .. import rundir
 from ..guest.modules import ENV as MODULES_ENV
 from ..rundir import CampaignDir, Clock, RunDir, RunDirError, RunSpec, RunStatus, clock_of
+from ..spec.seeds import derive_seed
 from .boot import boot, wall_limit
 from .kernel import KernelBuild
 
@@ -102,6 +103,7 @@ def _execute(
         env={MODULES_ENV: str(kernel.modules_dir)},
         clock=clock,
         cancel=cancel,
+        rng_seed=derive_seed(run.seed, "guest kernel randomness"),
     )
     try:
         result = run_dir.result()
