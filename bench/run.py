@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["kernel", "campaign", "pcap"]
+BENCHMARKS = ["kernel", "campaign", "pcap", "virtual_time"]
 
 
 def main(argv: list[str]) -> int:

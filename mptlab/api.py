@@ -27,7 +27,7 @@ from .analysis import report as html_report
 from .campaign.kernel import KernelBuild, KernelNotBuilt, find_kernel
 from .campaign.progress import Progress, summary
 from .campaign.runner import Campaign, CampaignReport
-from .rundir import RunSpec
+from .rundir import CLOCKS, Clock, RunSpec
 from .spec import mininet
 from .spec.catalog import Catalog, file_kind
 from .spec.models import ExperimentSpec, Profile, TopologySpec
@@ -289,13 +289,21 @@ def run(
     back_off: bool = True,
     progress: bool = True,
     kernel: KernelBuild | None = None,
+    clock: Clock | None = None,
 ) -> Results:
     """Run every run of ``experiment`` into ``out/<name>`` (default
     ``./results``; ``quick`` appends ``-quick``) with the campaign runner of
     ``mptlab run``: at most ``jobs`` guests at once, resuming what an earlier
     invocation left, a line per run and a summary (``progress=False``: silent).
-    ``kernel``: another build than this checkout's.  Raises ``KernelNotBuilt``
-    when the kernel is not built, ``ClusterError`` when ``cluster`` cannot run it."""
+    ``kernel``: another build than this checkout's.  ``clock``: ``real`` or
+    ``virtual`` for every run, whatever the experiment says (``clock:``).
+    Raises ``KernelNotBuilt`` when the kernel is not built, ``ClusterError``
+    when ``cluster`` cannot run it, ``SpecError`` when ``out`` holds runs of
+    the other clock."""
+    if clock is not None:
+        if clock not in CLOCKS:
+            raise SpecError(f"clock {clock!r}: use one of {', '.join(CLOCKS)}")
+        experiment = experiment.replace(clock=clock)
     runs = experiment.runs(quick=quick, repetitions=repetitions, seed=seed)
     kernel = kernel or find_kernel()
     name = experiment.name + ("-quick" if quick else "")

@@ -4,7 +4,7 @@ mptlab list [--file F]              named experiments
 mptlab show NAME [--file F]         every run an experiment expands to
 mptlab validate FILE                check a campaign, topology or profiles file
 mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--retry-failed]
-                     [--retry-starved] [--cluster ADDRESS]
+                     [--retry-starved] [--cluster ADDRESS] [--clock real|virtual]
 mptlab nightly NAME [run options] | --accept [S]   run, compare with the baseline, record
 mptlab ingest|query|stats|report|reproduce|compare|pcap ...  analysis (mptlab.analysis.cli)
 """
@@ -22,6 +22,7 @@ from .campaign.boot import ConfinementError
 from .campaign.cluster import ClusterError
 from .campaign.kernel import KernelNotBuilt
 from .campaign.runner import CampaignLocked
+from .rundir import CLOCKS
 from .spec.catalog import Catalog, file_kind
 from .spec.expect import resolve
 from .spec.yamlsrc import SpecError, load
@@ -140,6 +141,7 @@ def cmd_run(args) -> int:
                 retry_starved=args.retry_starved,
                 cluster=args.cluster,
                 quiet=args.quiet,
+                clock=args.clock,
             )
         except (KernelNotBuilt, ClusterError, CampaignLocked, ConfinementError) as exc:
             print(f"mptlab: {exc}", file=sys.stderr)
@@ -169,6 +171,7 @@ def cmd_nightly(args) -> int:
         quick=args.quick,
         repetitions=args.reps,
         seed=args.seed,
+        clock=args.clock,
     )
 
 
@@ -186,6 +189,12 @@ def _run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--seed", type=int, default=1, help="campaign seed: run order and per-run seeds")
     p.add_argument("--file", help="campaign file holding NAME (default: experiments.yaml)")
+    p.add_argument(
+        "--clock",
+        choices=CLOCKS,
+        help="the guests' clock for every run, whatever the experiment says: real, or virtual "
+        "(UML time-travel: deterministic, load-immune; docs/experiments.md)",
+    )
 
 
 def parser() -> argparse.ArgumentParser:

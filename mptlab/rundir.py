@@ -9,6 +9,7 @@ A campaign dir (``results/<experiment>/`` by default) holds::
         guest-entry.sh            what the guest runs, by the host
         console.log               the kernel console, by the boot harness
         guest.log guest-exit-code the entry's output and exit status, by the guest's init
+        guest-timeout             (virtual clock) the entry hit its guest-time limit, by init
         agent.log                 the guest agent's log
         guest-provenance.json     kernel, module hashes, settings applied, by the agent
         result.json               what the guest measured, by the agent
@@ -63,6 +64,7 @@ ENTRY: Final = "guest-entry.sh"
 CONSOLE_LOG: Final = "console.log"
 GUEST_LOG: Final = "guest.log"  # written by guest/init.sh
 EXIT_CODE: Final = "guest-exit-code"  # written by guest/init.sh
+GUEST_TIMEOUT: Final = "guest-timeout"  # init.sh: the entry hit its guest-time limit
 AGENT_LOG: Final = "agent.log"
 PROVENANCE: Final = "guest-provenance.json"
 RESULT: Final = "result.json"
@@ -80,6 +82,19 @@ ATTEMPT_ENV: Final = "MPTLAB_ATTEMPT"
 def sampler_trace(host: str, kind: str) -> str:
     """``client-subflows.csv``, ``server-mptcp.csv``: the sampler's files."""
     return f"{host}-{kind}.csv"
+
+
+# --------------------------------------------------------------- clocks
+Clock = Literal["real", "virtual"]
+"""The guest's clock (``spec.json`` ``config.clock``, ``run.json`` ``clock``):
+``real``, the host's; ``virtual``, UML time-travel (inf-cpu), where guest
+time advances only while the guest is idle (``mptlab.campaign.boot``)."""
+CLOCKS: Final[tuple[Clock, ...]] = typing.get_args(Clock)
+
+
+def clock_of(config: dict) -> Clock:
+    """A run's clock from its ``spec.json`` config (``real`` before clocks existed)."""
+    return config.get("clock", "real")
 
 
 # ------------------------------------------------------------- statuses
@@ -244,6 +259,9 @@ class RunInfo(typing.TypedDict, total=False):
     host_cpu_s: float | None
     host_cpu_wait_s: float | None
     timeout_s: float
+    wall_timeout_s: float
+    clock: Clock
+    host_cpu: int | None
     experiment: str
     variant: str
     repetition: int

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -49,11 +50,16 @@ def guest(kernel, tmp_path):
 
     The code runs as root in the guest with the venv's interpreter; it sees
     ``RUN_DIR`` (writable), ``MODULES_DIR`` (the built scheduler modules) and
-    a ``RESULT`` dict that is returned to the test as JSON.
+    a ``RESULT`` dict that is returned to the test as JSON.  ``clock``:
+    ``real`` or ``virtual`` (UML time-travel, ``mptlab.campaign.boot``);
+    by default ``$MPTLAB_TEST_CLOCK`` or ``real``, so that a kernel test file
+    can be run under virtual time as it is:
+    ``MPTLAB_TEST_CLOCK=virtual pytest -m kernel tests/test_kernel_cc.py``.
     """
     counter = iter(range(1000))
 
-    def run(code: str, timeout: float = 120, mem_mb: int = 256) -> dict:
+    def run(code: str, timeout: float = 120, mem_mb: int = 256, clock: str | None = None) -> dict:
+        clock = clock or os.environ.get("MPTLAB_TEST_CLOCK", "real")
         run_dir = tmp_path / f"guest{next(counter)}"
         run_dir.mkdir()
         body = textwrap.dedent(code)
@@ -76,6 +82,8 @@ def guest(kernel, tmp_path):
             timeout=timeout,
             mem_mb=mem_mb,
             env={"MPTLAB_MODULES_DIR": str(kernel.modules_dir)},
+            clock=clock,  # type: ignore[arg-type]
+            rng_seed=1,  # virtual time: every guest of a test draws the same numbers
         )
         if not result.ok:
             log = result.guest_log.read_text() if result.guest_log.exists() else ""

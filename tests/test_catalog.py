@@ -254,6 +254,12 @@ def test_mptbm_is_off_unless_given_and_its_lambda_is_a_matrix_key(tmp_path):
         }
         for lam in (0, 1.5, 3)
     }
+    # the guest's own reading of the plain data (it imports no pydantic) agrees
+    from mptlab.guest.agent import mptbm_sysctls
+
+    for r in runs:
+        lam = r.config["kernel"]["mptbm"]["lambda"]
+        assert mptbm_sysctls(r.config["kernel"]["mptbm"]) == got[lam]
     bad = GOOD.replace(
         "    repetitions: 3\n",
         "    repetitions: 3\n    kernel: {mptbm: {lambda: 1.5, theta: -1s}}\n",

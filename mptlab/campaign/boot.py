@@ -21,6 +21,24 @@ which writes it into ``result.json``.
 
     result = boot(find_kernel(), Path("/var/tmp/run1"), "/var/tmp/run1/go.sh", timeout=60)
     assert result.ok, result.reason
+
+Two clocks (``clock=``):
+
+- ``real``: the guest's clock is the host's; a guest that waits for a host
+  CPU sees its timers fire late, so results depend on the host's load.
+- ``virtual``: UML's ``time-travel=inf-cpu``.  Guest time stands still
+  while the guest computes and jumps ahead to the next timer when it is
+  idle, so processing costs no guest time, whatever the load: results are
+  deterministic.  Each guest is pinned to a host CPU of its own (``CpuPool``):
+  every guest system call is a ptrace hand-off between the UML kernel
+  process and the traced guest process, ~15 us on one CPU and ~64 us when
+  they bounce between CPUs, and inf-cpu makes twice the hand-offs of real
+  time; unpinned a virtual-time guest ran 1.5-2.7x slower than real time,
+  pinned several times faster (docs/benchmarks.md, "Virtual time").
+  ``timeout`` is then guest time, enforced inside the guest (init.sh runs
+  the entry under ``timeout``); the host kills the guest only after
+  ``VIRTUAL_WALL_FACTOR`` times as much wall time, the backstop for a guest
+  whose time stopped (a busy loop never lets virtual time advance).
 """
 
 from __future__ import annotations
@@ -40,9 +58,54 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import rundir
-from ..rundir import ATTEMPT_ENV, CONSOLE_LOG, EXIT_CODE, GUEST_LOG, RunDir, RunStatus
+from .. import home, rundir
+from ..rundir import (
+    ATTEMPT_ENV,
+    CLOCKS,
+    CONSOLE_LOG,
+    EXIT_CODE,
+    GUEST_LOG,
+    GUEST_TIMEOUT,
+    Clock,
+    RunDir,
+    RunStatus,
+)
+from ..workloads.helpers import spin
 from .kernel import KernelBuild
+
+# The kernel words of each clock.  inf-cpu: time advances only when the guest
+# is idle ("basic" time-travel, which also lets CPU time pass, hung for 60 s
+# on the 6.1 prototype).  One kernel build serves both clocks
+# (CONFIG_UML_TIME_TRAVEL_SUPPORT=y); without these words it keeps real time.
+# time-travel-start: the guest's wall clock starts at VIRTUAL_EPOCH at every
+# boot.  By default it starts at the host's time, and the fraction of a
+# second it starts at shifts everything the guest schedules by the wall clock
+# (Python's time.time() in the agent, the workloads, D-ITG): the same run
+# then diverged after a few hundred ms (a few us at first, then other
+# losses and retransmissions).
+VIRTUAL_EPOCH = 1_767_225_600  # 2026-01-01 00:00:00 UTC
+CLOCK_ARGS: dict[Clock, list[str]] = {
+    "real": [],
+    "virtual": [
+        "time-travel=inf-cpu",
+        f"time-travel-start={VIRTUAL_EPOCH * 10**9}",
+        "norandmaps",
+    ],
+}
+# The guest's Python under virtual time: no hash randomisation, so that set
+# and dict orders (hence what a thread does first) repeat from boot to boot.
+CLOCK_ENV: dict[Clock, dict[str, str]] = {"real": {}, "virtual": {"PYTHONHASHSEED": "0"}}
+# Host-side limit for a virtual-time guest: wall time = this x its guest-time
+# limit (plus VIRTUAL_WALL_MARGIN_S).  A pinned inf-cpu guest alone on its CPU
+# ran 3-4x faster than real time on the 6.1 prototype, a 10 s bulk run 2.1x
+# faster on a loaded host here (docs/benchmarks.md, "Virtual time"); one that
+# shares its CPU (more guests than CPUs, or other jobs on the host) runs
+# slower in proportion, and an unpinned one was measured at 2.7x slower than
+# real time.  The guest enforces its own limit in guest time; this is only
+# the backstop for a guest whose time stands still (a busy loop), so it is
+# generous: it must never cut a run that would have ended by itself.
+VIRTUAL_WALL_FACTOR = 4.0
+VIRTUAL_WALL_MARGIN_S = 60.0
 
 PACKAGE = Path(__file__).resolve().parent.parent  # mptlab/
 GUEST_INIT = PACKAGE / "guest" / "init.sh"
@@ -121,6 +184,8 @@ class BootResult:
     run_dir: Path
     cpu_s: float | None = None  # host CPU the guest's processes used (see TreeCPU)
     cpu_wait_s: float | None = None  # time they were ready to run but waited for a host CPU
+    clock: Clock = "real"
+    host_cpu: int | None = None  # the host CPU a virtual-time guest was pinned to
     attempt: str = ""  # this boot's id, also in the guest's result.json
     confined: bool = True  # started confined (launch.py)
 
@@ -145,6 +210,57 @@ def _check_safe(what: str, value: str) -> None:
         )
 
 
+def check_clock(clock: str) -> Clock:
+    if clock not in CLOCKS:
+        raise ValueError(f"clock {clock!r}: use one of {', '.join(CLOCKS)}")
+    return clock  # type: ignore[return-value]
+
+
+class CpuPool:
+    """Host CPUs for virtual-time guests, one guest per CPU as long as there
+    are CPUs: ``acquire()`` gives the CPU (of those this process may use,
+    ``os.sched_getaffinity``) with the fewest guests of this process on it,
+    the lowest number first; ``release(cpu)`` gives it back.  With N guests on
+    C CPUs each gets its own CPU while N <= C, then they double up round-robin.
+    To keep guests off some CPUs, start mptlab under ``taskset``."""
+
+    def __init__(self, cpus: set[int] | None = None):
+        self.cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
+        self.users = dict.fromkeys(self.cpus, 0)
+        self.lock = threading.Lock()
+
+    def acquire(self) -> int:
+        with self.lock:
+            cpu = min(self.cpus, key=lambda c: (self.users[c], c))
+            self.users[cpu] += 1
+            return cpu
+
+    def release(self, cpu: int) -> None:
+        with self.lock:
+            self.users[cpu] = max(0, self.users.get(cpu, 0) - 1)
+
+
+CPUS = CpuPool()
+
+
+def pin_prefix(cpu: int) -> list[str]:
+    """``taskset -c CPU setarch -R``: UML starts pinned, so every process and
+    thread it creates (the guest processes' ptrace stubs, its helper threads)
+    inherits the CPU from the start (a pin set after the start would race the
+    forks); and without address-space randomisation: UML sizes the guest's
+    memory from where the host put its heap, so MemTotal (and the tcp_mem
+    the agent derives from it) differed by up to 5.6 MB from boot to boot of
+    the same run."""
+    taskset, setarch = shutil.which("taskset"), shutil.which("setarch")
+    if taskset is None or setarch is None:
+        raise FileNotFoundError(
+            "clock: virtual pins each guest to a host CPU with `taskset` and turns off its "
+            "address-space randomisation with `setarch` (Debian package util-linux), which "
+            "are not on PATH"
+        )
+    return [taskset, "-c", str(cpu), setarch, "-R"]
+
+
 def command_line(
     kernel: KernelBuild,
     run_dir: Path,
@@ -154,8 +270,12 @@ def command_line(
     uml_dir: Path,
     mem_mb: int = 256,
     env: dict[str, str] | None = None,
+    clock: Clock = "real",
+    rng_seed: int | None = None,
 ) -> list[str]:
-    """The UML command line for one guest (exposed for docs and debugging)."""
+    """The UML command line for one guest (exposed for docs and debugging).
+    ``rng_seed`` (virtual clock only): the guest kernel's randomness comes
+    from it alone (kernel patch 0006), so that a run repeats exactly."""
     args = [
         str(kernel.linux),
         f"mem={mem_mb}M",
@@ -165,11 +285,14 @@ def command_line(
         f"init={GUEST_INIT}",
         "quiet",
         "con=null",
-        "con0=fd:0,fd:1",
+        "con0=null,fd:1",
         f"umid={umid}",
         f"uml_dir={uml_dir}",
+        *CLOCK_ARGS[check_clock(clock)],
+        *([f"det_rng_seed={rng_seed}"] if clock == "virtual" and rng_seed is not None else []),
         f"MPTLAB_RUN_DIR={run_dir}",
         f"MPTLAB_ENTRY={entry}",
+        f"MPTLAB_CLOCK={clock}",
     ]
     for key, value in (env or {}).items():
         if not _ENV_NAME.match(key):
@@ -257,6 +380,13 @@ class TreeCPU:
 CPU_SAMPLE_S = 1.0
 
 
+def wall_limit(timeout: float, clock: Clock) -> float:
+    """The host's limit (wall seconds) for a guest whose own limit is ``timeout``."""
+    if clock == "virtual":
+        return timeout * VIRTUAL_WALL_FACTOR + VIRTUAL_WALL_MARGIN_S
+    return timeout
+
+
 def boot(
     kernel: KernelBuild,
     run_dir: Path,
@@ -265,13 +395,17 @@ def boot(
     timeout: float,
     mem_mb: int = 256,
     env: dict[str, str] | None = None,
+    clock: Clock = "real",
     cancel: threading.Event | None = None,
+    rng_seed: int | None = None,
 ) -> BootResult:
     """Boot a guest that runs ``entry`` with ``run_dir`` writable; wait at most
-    ``timeout`` s.  ``cancel`` set: the guest is killed within ``CPU_SAMPLE_S``
-    and ``Interrupted`` raised."""
+    ``timeout`` s (real clock), or let it run ``timeout`` s of guest time
+    (virtual clock: within ``wall_limit(timeout)`` s of wall time).  ``cancel``
+    set: the guest is killed within ``CPU_SAMPLE_S`` and ``Interrupted`` raised."""
     run_dir = Path(run_dir).resolve()
     entry = str(entry)
+    clock = check_clock(clock)
     if not run_dir.is_dir():
         raise FileNotFoundError(f"run dir {run_dir} does not exist")
     _check_safe("run dir", str(run_dir))
@@ -279,25 +413,43 @@ def boot(
     if not kernel.linux.exists():
         raise FileNotFoundError(f"kernel {kernel.linux} is missing: run `make kernel`")
     compile_guest_code()
-    for stale in (EXIT_CODE, EXIT_CODE + ".tmp"):
+    for stale in (EXIT_CODE, EXIT_CODE + ".tmp", GUEST_TIMEOUT):
         (run_dir / stale).unlink(missing_ok=True)
 
     if cancel is not None and cancel.is_set():
         raise Interrupted("not started: stopping")
+    guest_env = {**CLOCK_ENV[clock], **(env or {})}
+    host_cpu = None
+    prefix: list[str] = []
+    if clock == "virtual":
+        guest_env["MPTLAB_GUEST_TIMEOUT"] = f"{timeout:.3f}"
+        # for programs that busy-loop on select() (workloads.helpers.spin); without
+        # it (no C compiler) they cost much host CPU, not wrong results
+        with contextlib.suppress(RuntimeError):
+            guest_env[spin.ENV] = str(spin.build(home.cache_dir()))
+        host_cpu = CPUS.acquire()
+        try:
+            prefix = pin_prefix(host_cpu)
+        except FileNotFoundError:
+            CPUS.release(host_cpu)
+            raise
+    limit = wall_limit(timeout, clock)
     attempt = uuid.uuid4().hex[:12]
     umid = "mptlab-" + attempt
     confine = confined()
     # UML's umid dir and (confined) memory file: a private tmpfs launch.py
     # mounts on this dir, which stays empty on the host.
     uml_dir = Path(tempfile.mkdtemp(prefix="mptlab-uml-"))
-    args = command_line(
+    args = prefix + command_line(
         kernel,
         run_dir,
         entry,
         umid=umid,
         uml_dir=uml_dir,
         mem_mb=mem_mb,
-        env={**(env or {}), ATTEMPT_ENV: attempt},
+        env={**guest_env, ATTEMPT_ENV: attempt},
+        clock=clock,
+        rng_seed=rng_seed,
     )
     console = run_dir / CONSOLE_LOG
     started = time.monotonic()
@@ -314,7 +466,7 @@ def boot(
             )
             tree = TreeCPU(proc.pid)
             try:
-                deadline = started + timeout
+                deadline = started + limit
                 while True:
                     try:
                         proc.wait(timeout=max(0.0, min(CPU_SAMPLE_S, deadline - time.monotonic())))
@@ -334,6 +486,8 @@ def boot(
                 _kill_group(proc)
     finally:
         shutil.rmtree(uml_dir, ignore_errors=True)
+        if host_cpu is not None:
+            CPUS.release(host_cpu)
     if cancelled:
         raise Interrupted(f"guest killed after {time.monotonic() - started:.1f} s: stopping")
     duration = time.monotonic() - started
@@ -347,6 +501,8 @@ def boot(
             run_dir,
             cpu_s=tree.cpu_ns / 1e9,
             cpu_wait_s=tree.wait_ns / 1e9,
+            clock=clock,
+            host_cpu=host_cpu,
             attempt=attempt,
             confined=confine,
         )
@@ -359,7 +515,19 @@ def boot(
         except ValueError:
             exit_code = None
     if timed_out:
+        if clock == "virtual":
+            return ended(
+                rundir.TIMEOUT,
+                exit_code,
+                f"killed after {limit:g} s of wall time (its limit: {timeout:g} s of guest "
+                "time): guest time stood still (a busy loop) or the guest had too little "
+                "host CPU",
+            )
         return ended(rundir.TIMEOUT, exit_code, f"killed after {timeout:g} s")
+    if (run_dir / GUEST_TIMEOUT).exists():
+        return ended(
+            rundir.TIMEOUT, exit_code, f"stopped after {timeout:g} s of guest time (virtual clock)"
+        )
     if exit_code is not None:
         if exit_code == 0:
             return ended(rundir.OK, 0, "")
@@ -394,10 +562,22 @@ def run_script(
     timeout: float,
     mem_mb: int = 256,
     env: dict[str, str] | None = None,
+    clock: Clock = "real",
     cancel: threading.Event | None = None,
+    rng_seed: int | None = None,
 ) -> BootResult:
     """Write ``script`` (a /bin/sh script) into the run dir and boot a guest running it."""
     run_dir = Path(run_dir).resolve()
     run_dir.mkdir(parents=True, exist_ok=True)
     entry = RunDir(run_dir).write_entry(script)
-    return boot(kernel, run_dir, entry, timeout=timeout, mem_mb=mem_mb, env=env, cancel=cancel)
+    return boot(
+        kernel,
+        run_dir,
+        entry,
+        timeout=timeout,
+        mem_mb=mem_mb,
+        env=env,
+        clock=clock,
+        cancel=cancel,
+        rng_seed=rng_seed,
+    )

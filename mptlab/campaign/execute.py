@@ -14,8 +14,9 @@ from dataclasses import dataclass
 
 from .. import rundir
 from ..guest.modules import ENV as MODULES_ENV
-from ..rundir import CampaignDir, RunDir, RunDirError, RunSpec, RunStatus
-from .boot import boot
+from ..rundir import CampaignDir, Clock, RunDir, RunDirError, RunSpec, RunStatus, clock_of
+from ..spec.seeds import derive_seed
+from .boot import boot, wall_limit
 from .kernel import KernelBuild
 
 BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
@@ -25,7 +26,8 @@ GUEST_AGENT = "mptlab.guest.agent"  # the module the guest runs (python -m)
 # was starved by its neighbours: its timing, hence its results, may be off.
 # Alone a guest waits ~3 %; bulk goodput held within 1 % up to ~23 % and lost
 # 3-4 % at ~34 % (docs/benchmarks.md, campaign throughput); delay metrics
-# feel waiting sooner, hence a margin.
+# feel waiting sooner, hence a margin.  Only for real time: a virtual-time
+# guest's results do not depend on when it gets a CPU (clock: virtual).
 STARVED_WAIT_SHARE = 0.10
 
 
@@ -41,10 +43,17 @@ class Outcome:
     seconds: float = 0.0
     previous: bool = False  # finished in an earlier invocation
     cpu_wait_share: float | None = None  # host CPU wait / run time (run.json)
+    clock: Clock = "real"
 
     @property
     def starved(self) -> bool:
-        return self.cpu_wait_share is not None and self.cpu_wait_share > STARVED_WAIT_SHARE
+        """Its guest waited for a host CPU long enough to have changed its
+        results: never under virtual time, where waiting costs no guest time."""
+        return (
+            self.clock == "real"
+            and self.cpu_wait_share is not None
+            and self.cpu_wait_share > STARVED_WAIT_SHARE
+        )
 
 
 @dataclass(frozen=True)
@@ -79,6 +88,9 @@ def _execute(
     cancel: threading.Event | None,
 ) -> Outcome:
     run_dir.write_spec(run)
+    clock = clock_of(run.config)
+    # real clock: the host's limit; virtual: the guest's (guest time), the
+    # host's limit is wall_limit() of it
     timeout_s = run.config["timeout"] / 1000 + BOOT_MARGIN_S
     entry = run_dir.write_entry(f"exec {sys.executable} -m {GUEST_AGENT} {run_dir.path}\n")
     started = time.time()
@@ -89,7 +101,9 @@ def _execute(
         timeout=timeout_s,
         mem_mb=run.config["kernel"].get("memory", 1 << 30) >> 20,
         env={MODULES_ENV: str(kernel.modules_dir)},
+        clock=clock,
         cancel=cancel,
+        rng_seed=derive_seed(run.seed, "guest kernel randomness"),
     )
     try:
         result = run_dir.result()
@@ -106,7 +120,12 @@ def _execute(
         )
     seconds = time.time() - started
     outcome = Outcome(
-        run.run_id, status, reason, seconds, cpu_wait_share=wait_share(res.cpu_wait_s, seconds)
+        run.run_id,
+        status,
+        reason,
+        seconds,
+        cpu_wait_share=wait_share(res.cpu_wait_s, seconds),
+        clock=clock,
     )
     run_dir.write_run_info(
         {
@@ -120,6 +139,9 @@ def _execute(
             "host_cpu_s": res.cpu_s,
             "host_cpu_wait_s": res.cpu_wait_s,
             "timeout_s": timeout_s,
+            "wall_timeout_s": wall_limit(timeout_s, clock),
+            "clock": clock,
+            "host_cpu": res.host_cpu,
             "experiment": run.experiment,
             "variant": run.variant,
             "repetition": run.repetition,
@@ -142,4 +164,5 @@ def previous(run: RunSpec, info: dict) -> Outcome:
         info.get("seconds", 0),
         previous=True,
         cpu_wait_share=wait_share(info.get("host_cpu_wait_s"), info.get("seconds")),
+        clock=info.get("clock", "real"),
     )

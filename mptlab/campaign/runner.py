@@ -13,6 +13,13 @@ Concurrency adapts downwards: when a run comes back starved (its guest
 waited for a host CPU more than ``STARVED_WAIT_SHARE`` of the time), the
 campaign runs one guest fewer from then on (never fewer than one) and says
 so; starved runs are listed at the end, to be rerun with ``retry_starved``.
+That guard is for real time only: a virtual-time run (``clock: virtual``)
+gets the same result whenever it gets a CPU, so it is never starved and
+never makes the campaign back off.
+
+A campaign dir holds runs of one clock per run: resuming a run with the
+other clock (``mptlab run X --clock virtual`` over a real-time campaign) is
+refused, naming the runs, rather than mixing results of both clocks.
 
 Stopping: SIGINT or SIGTERM (Ctrl-C) while ``run()`` runs in the main
 thread, or ``stop()`` from anywhere, stops the campaign: no run starts any
@@ -42,7 +49,8 @@ from pathlib import Path
 
 from .. import rundir
 from ..guest import workload as workloads
-from ..rundir import CampaignDir, RunSpec
+from ..rundir import CampaignDir, RunSpec, clock_of
+from ..spec.yamlsrc import SpecError
 from .boot import CONFINE_ENV, Interrupted, check_confinement, confined
 from .cluster import run_on_cluster
 from .execute import STARVED_WAIT_SHARE, Outcome, Provenance, execute, previous
@@ -250,6 +258,7 @@ class Campaign:
                 "runs": len(self.runs),
                 "order_seed": self.seed,
                 "order": [r.run_id for r in order],
+                "clocks": sorted({clock_of(r.config) for r in self.runs}),
                 "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
                 "git_commit": self.provenance.commit,
                 "tools": self.provenance.tools,
@@ -259,6 +268,26 @@ class Campaign:
         )
 
     # ------------------------------------------------------------- runs
+    def check_clocks(self) -> None:
+        """Refuse to resume runs finished (or started) with another clock."""
+        clash = []
+        for run in self.runs:
+            run_dir = self.dir.run_dir(run.variant, run.repetition)
+            if not run_dir.file(rundir.SPEC).exists():
+                continue
+            try:
+                before = clock_of(run_dir.run_spec().config)
+            except (OSError, ValueError, TypeError, rundir.RunDirError):
+                continue  # unreadable: the resume logic deals with it
+            if before != clock_of(run.config):
+                clash.append(f"{run.run_id} ({before} there, {clock_of(run.config)} now)")
+        if clash:
+            raise SpecError(
+                f"{self.out_dir} holds runs made with another clock: {', '.join(clash[:3])}"
+                + (f" and {len(clash) - 3} more" if len(clash) > 3 else "")
+                + "; give another --out (or move them away) rather than mix clocks in a campaign"
+            )
+
     def _previous(self, run: RunSpec) -> Outcome | None:
         """The outcome of an earlier invocation, or None if the run must (re)run."""
         run_dir = self.dir.run_dir(run.variant, run.repetition)
@@ -310,6 +339,7 @@ class Campaign:
         return report
 
     def _run(self) -> CampaignReport:
+        self.check_clocks()
         self.prepare()
         order = self.order()
         self.write_campaign(order)

@@ -152,6 +152,14 @@ def guest_tcp_mem(meminfo: str = "/proc/meminfo") -> str:
     return f"{pages // 2} {pages * 5 // 8} {pages * 3 // 4}"
 
 
+def guest_clock(cmdline: str = "/proc/cmdline") -> str:
+    """The clock this guest kernel runs on, read from its command line
+    (``mptlab.campaign.boot.CLOCK_ARGS``): ``virtual`` or ``real``."""
+    with open(cmdline) as f:
+        words = f.read().split()
+    return "virtual" if "time-travel=inf-cpu" in words else "real"
+
+
 def configure(ctx: Context) -> dict:
     """Kernel knobs in every namespace; returns what was set (for provenance)."""
     k = ctx.config.kernel
@@ -436,7 +444,13 @@ def _run(run_dir: RunDir, state: dict) -> int:
     result: dict = {"status": rundir.RESULT_ERROR, "started": time.time()}
     outcome: WorkloadOutcome | None = None
     try:
-        ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed}")
+        clock = guest_clock()
+        ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed} clock {clock}")
+        if clock != rundir.clock_of(spec.config):
+            raise RuntimeError(
+                f"the run asks for clock {rundir.clock_of(spec.config)} but the guest runs on "
+                f"{clock} time: the host that booted it ignores clock: (an older mptlab?)"
+            )
         kernel = spec.config["kernel"]
         hashes = modules.load_schedulers(
             scheduler=kernel["scheduler"], params=kernel["scheduler_params"]
@@ -450,12 +464,16 @@ def _run(run_dir: RunDir, state: dict) -> int:
             add_addr_accepted=pm["add_addr_accepted"],
             net=Net(log=ctx.log),
         )
+        # netem's losses and jitter: drawn from the run's seed, the same at every rerun
+        netem_seeds = ctx.net.seed_netem(spec.seed)
         applied = configure(ctx)
         run_dir.write_provenance(
             {
                 "kernel": os.uname().release,
+                "clock": clock,
                 "modules_sha256": hashes,
                 "settings": applied,
+                "netem_seeds": netem_seeds,
                 "attempt": os.environ.get(rundir.ATTEMPT_ENV),
             }
         )

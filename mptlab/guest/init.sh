@@ -6,6 +6,12 @@
 #   MPTLAB_RUN_DIR   host path of the run directory; mounted read-write at the
 #                    same path inside the guest
 #   MPTLAB_ENTRY     program to run (a path, usually inside the run dir)
+#   MPTLAB_CLOCK     real or virtual (UML time-travel=inf-cpu), for the record
+#   MPTLAB_GUEST_TIMEOUT  (virtual clock) seconds of guest time the entry may
+#                    run; then it gets SIGTERM, 5 s later SIGKILL, and the
+#                    file guest-timeout says so.  Under virtual time only the
+#                    guest can measure its own time: the host's limit is in
+#                    wall time and is just a backstop.
 # The entry's stdout/stderr go to $MPTLAB_RUN_DIR/guest.log and its exit
 # status to $MPTLAB_RUN_DIR/guest-exit-code.  Then the guest powers off.
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
@@ -44,7 +50,24 @@ hostname mptlab-guest
 ip link set lo up
 
 cd "$MPTLAB_RUN_DIR" || power_off
-"$MPTLAB_ENTRY" > "$MPTLAB_RUN_DIR/guest.log" 2>&1
-echo $? > "$MPTLAB_RUN_DIR/guest-exit-code.tmp"
+if [ -n "$MPTLAB_GUEST_TIMEOUT" ]; then
+	start=$(cut -d' ' -f1 /proc/uptime)
+	timeout -k 5 "$MPTLAB_GUEST_TIMEOUT" "$MPTLAB_ENTRY" > "$MPTLAB_RUN_DIR/guest.log" 2>&1
+	code=$?
+	end=$(cut -d' ' -f1 /proc/uptime)
+	# 124: timeout sent SIGTERM; 137: SIGKILL (also an OOM kill: hence the time
+	# check, with 50 ms for /proc/uptime's 10 ms truncation).  awk's output to
+	# /dev/null: PID 1 has no valid stdout/stderr when the console's input is
+	# null, and mawk then exits 2 ("close failed on file /dev/stdout").
+	if [ "$code" = 124 ] || [ "$code" = 137 ]; then
+		if awk -v s="$start" -v e="$end" -v t="$MPTLAB_GUEST_TIMEOUT" 'BEGIN { exit !(e - s >= t - 0.05) }' > /dev/null 2>&1; then
+			echo "$MPTLAB_GUEST_TIMEOUT" > "$MPTLAB_RUN_DIR/guest-timeout"
+		fi
+	fi
+else
+	"$MPTLAB_ENTRY" > "$MPTLAB_RUN_DIR/guest.log" 2>&1
+	code=$?
+fi
+echo $code > "$MPTLAB_RUN_DIR/guest-exit-code.tmp"
 mv "$MPTLAB_RUN_DIR/guest-exit-code.tmp" "$MPTLAB_RUN_DIR/guest-exit-code"
 power_off

@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
 
+from ..rundir import Clock
 from . import units
 from .expect import Claim
 from .knobs import mptbm_sysctls
@@ -293,7 +294,16 @@ class ExperimentSpec(Strict):
     )
     repetitions: int = Field(1, ge=1)
     warmup: Duration = Field(0.0, description="start of the run left out of the analysis")
-    timeout: Duration = Field(300_000.0, gt=0, description="a run still going is killed")
+    timeout: Duration = Field(
+        300_000.0,
+        gt=0,
+        description="a run still going is killed (virtual clock: this much guest time)",
+    )
+    clock: Clock = Field(
+        "real",
+        description="real: the host's clock; virtual: UML time-travel, guest time advances "
+        "only while the guest is idle: load-immune, deterministic (docs/experiments.md)",
+    )
     stall_timeout: StallTimeout = Field(
         "auto",
         description="end the run as stalled when the workload's data level stands still this "

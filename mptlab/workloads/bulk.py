@@ -18,6 +18,11 @@ what was still buffered; both are reported.
 When iperf3 fails (its JSON report has an ``error``, e.g. "idle timeout for
 receiving data", or was cut short), the run fails with iperf3's own words
 (``WorkloadError``), carrying the metrics of the intervals it did report.
+
+Under virtual time (``clock: virtual``) both iperf3 processes run with
+``helpers/spin_sleep.c`` preloaded (``helpers.spin``): iperf3 spins on
+select() at the end of a byte-limited test, which under virtual time costs
+much host CPU and hardly any guest time (the file says why, with measurements).
 """
 
 from __future__ import annotations
@@ -25,10 +30,25 @@ from __future__ import annotations
 import json
 import subprocess
 
+from .. import rundir
 from ..guest.workload import WorkloadError
+from .helpers import spin
 from .helpers.common import endpoints, mptcpize
 
 PORT = 5201
+
+
+def preload(ctx) -> list[str]:
+    """The command prefix that adds ``spin_sleep.so`` to iperf3's preloads
+    under virtual time (``helpers.spin``); nothing under real time."""
+    if rundir.clock_of(ctx.spec.config) != "virtual":
+        return []
+    if not spin.prefix():
+        ctx.log(
+            "bulk: no spin_sleep.so (the host could not build it): a byte-limited "
+            "transfer's end will cost much host CPU under virtual time"
+        )
+    return spin.prefix()
 
 
 def _endpoints(ctx) -> tuple[str, str | None]:
@@ -44,12 +64,12 @@ def command(ctx, dest: str, bind: str | None) -> list[str]:
         args.append("-R")
     if bind:
         args += ["-B", bind]
-    return mptcpize(ctx) + args
+    return mptcpize(ctx) + preload(ctx) + args
 
 
 def run(ctx) -> dict:
     dest, bind = _endpoints(ctx)
-    prefix = mptcpize(ctx)
+    prefix = mptcpize(ctx) + preload(ctx)
     server_log = open(ctx.trace_dir / "iperf3-server.json", "w")  # noqa: SIM115
     server = ctx.net.popen(
         ctx.server,

@@ -1,0 +1,168 @@
+"""The guest's clock (``clock: real | virtual``) without booting a guest: the
+language, the command line, the CPU pinning, limits, the runner's rules,
+netem seeds and iperf3's preload (the guests themselves:
+test_kernel_virtual_time.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from mptlab import cli
+from mptlab.campaign import boot
+from mptlab.campaign.kernel import KernelBuild
+from mptlab.campaign.runner import Campaign, Outcome
+from mptlab.guest import netlab
+from mptlab.spec.catalog import Catalog
+from mptlab.spec.yamlsrc import SpecError
+from mptlab.workloads import bulk
+from mptlab.workloads.helpers import spin
+
+CAMPAIGN = (
+    "experiments:\n  e:\n    topology: two-path\n    paths: [wlan, 3g]\n"
+    "    workload: {type: bulk, duration: 3s}\n    repetitions: 2\n"
+)
+
+
+def runs(tmp_path: Path, extra: str = ""):
+    camp = tmp_path / "c.yaml"
+    camp.write_text(CAMPAIGN + extra)
+    return Catalog.load(camp).expand("e")
+
+
+def test_clock_is_real_unless_the_experiment_says_virtual(tmp_path):
+    assert {r.config["clock"] for r in runs(tmp_path)} == {"real"}
+    assert {r.config["clock"] for r in runs(tmp_path, "    clock: virtual\n")} == {"virtual"}
+    with pytest.raises(SpecError, match="clock"):
+        runs(tmp_path, "    clock: simulated\n")
+
+
+def test_only_a_virtual_guest_boots_with_time_travel(tmp_path):
+    kernel = KernelBuild(tmp_path, tmp_path)
+    common = dict(umid="u", uml_dir=tmp_path)
+    real = boot.command_line(kernel, tmp_path, "/x", **common)
+    virtual = boot.command_line(kernel, tmp_path, "/x", clock="virtual", **common)
+    assert not any(w.startswith("time-travel") for w in real) and "MPTLAB_CLOCK=real" in real
+    assert "time-travel=inf-cpu" in virtual and "MPTLAB_CLOCK=virtual" in virtual
+    with pytest.raises(ValueError, match="real, virtual"):
+        boot.command_line(kernel, tmp_path, "/x", clock="fast", **common)  # type: ignore[arg-type]
+
+
+def test_guests_get_a_cpu_each_then_double_up_round_robin():
+    pool = boot.CpuPool({0, 1})
+    assert [pool.acquire() for _ in range(3)] == [0, 1, 0]
+    pool.release(1)
+    assert pool.acquire() == 1  # the least used
+    assert boot.pin_prefix(1)[1:3] == ["-c", "1"] and boot.pin_prefix(1)[-1] == "-R"
+
+
+def test_the_host_gives_a_virtual_guest_a_generous_wall_time_backstop():
+    assert boot.wall_limit(80, "real") == 80
+    assert boot.wall_limit(80, "virtual") == 80 * boot.VIRTUAL_WALL_FACTOR + 60
+
+
+def test_a_virtual_time_run_is_never_starved():
+    assert Outcome("a", "ok", cpu_wait_share=0.9).starved
+    assert not Outcome("a", "ok", cpu_wait_share=0.9, clock="virtual").starved
+
+
+def test_a_campaign_of_one_clock_is_not_resumed_with_the_other(tmp_path):
+    kernel = KernelBuild(tmp_path, tmp_path)
+    real, virtual = runs(tmp_path), runs(tmp_path, "    clock: virtual\n")
+    out = tmp_path / "out"
+    campaign = Campaign(out, real, kernel)
+    for run in real:
+        campaign.dir.run_dir(run.variant, run.repetition).create()
+        campaign.dir.run_dir(run.variant, run.repetition).write_spec(run)
+    Campaign(out, real, kernel).check_clocks()  # same clock: resumes
+    with pytest.raises(SpecError, match=r"another clock: base/rep-000 \(real there, virtual now\)"):
+        Campaign(out, virtual, kernel).check_clocks()
+
+
+def test_run_and_nightly_take_a_clock():
+    args = cli.parser().parse_args(["run", "x", "--clock", "virtual"])
+    assert args.clock == "virtual"
+    assert cli.parser().parse_args(["nightly", "x"]).clock is None
+    with pytest.raises(SystemExit):
+        cli.parser().parse_args(["run", "x", "--clock", "fast"])
+
+
+def test_netem_seeds_differ_per_interface_and_repeat_per_run_seed():
+    a = netlab.link_seed(7, "r1c-eth1")
+    assert a == netlab.link_seed(7, "r1c-eth1")
+    assert a != netlab.link_seed(7, "r1s-eth0") and a != netlab.link_seed(8, "r1c-eth1")
+    assert 0 <= a < 2**64
+
+
+def test_netlink_attributes_round_trip_with_padding():
+    raw = netlab._nla(1, b"netem\0") + netlab._nla(14, (5).to_bytes(8, "little"))
+    assert list(netlab._nlas(raw)) == [(1, b"netem\0"), (14, (5).to_bytes(8, "little"))]
+
+
+def _ctx(clock: str) -> SimpleNamespace:
+    config = {"clock": clock, "workload": {"type": "bulk"}}
+    return SimpleNamespace(spec=SimpleNamespace(config=config), log=lambda msg: None)
+
+
+def test_iperf3_gets_the_spin_sleep_library_under_virtual_time_only(tmp_path, monkeypatch):
+    lib = spin.build(tmp_path)
+    assert lib.exists() and spin.build(tmp_path) == lib  # built once
+    monkeypatch.delenv(spin.ENV, raising=False)
+    assert bulk.preload(_ctx("virtual")) == []  # the host could not build it
+    monkeypatch.setenv(spin.ENV, str(lib))
+    assert bulk.preload(_ctx("real")) == []
+    prefix = bulk.preload(_ctx("virtual"))
+    assert prefix[0] == "sh"
+    # the shell keeps mptcpize's preload and adds ours
+    out = subprocess.run(
+        [*prefix, "sh", "-c", 'echo "$LD_PRELOAD"'],
+        env={"LD_PRELOAD": "/nonexistent-but-kept.so", spin.ENV: str(lib), "PATH": "/usr/bin:/bin"},
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert out == ["/nonexistent-but-kept.so", str(lib)]
+
+
+def test_the_spin_sleep_library_delays_only_selects_that_spin(tmp_path):
+    """With the library, a loop whose select() comes back at once and does no
+    I/O (writability unused; a socket at end of file read again and again)
+    sleeps ~1 ms per round; a loop that moves data does not."""
+    lib = str(spin.build(tmp_path))
+    program = (
+        "import os, select, socket, time\n"
+        "def timed(body):\n"
+        "    t = time.monotonic()\n"
+        "    for _ in range(50): body()\n"
+        "    return time.monotonic() - t\n"
+        "a, b = socket.socketpair()\n"
+        "unused = timed(lambda: select.select([], [a], [], 1))\n"
+        "def moving():\n"
+        "    select.select([], [a], [], 1); os.write(a.fileno(), b'x'); b.recv(10)\n"
+        "busy = timed(moving)\n"
+        "b.close()\n"
+        "def at_eof():\n"
+        "    select.select([a], [], [], 1); assert os.read(a.fileno(), 10) == b''\n"
+        "eof = timed(at_eof)\n"
+        "print(unused, busy, eof)\n"
+    )
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib}
+    out = subprocess.run(
+        ["python3", "-c", program], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    unused, busy, eof = map(float, out.split())
+    # 49 of 50 rounds follow a spinning one: ~49 ms; half of it allows for a
+    # loaded host where a select() now and then takes over 20 us
+    assert unused >= 0.025 and eof >= 0.025, out
+    assert busy < min(unused, eof) / 2, out
+
+
+def test_a_campaign_records_its_clocks(tmp_path):
+    kernel = KernelBuild(tmp_path, tmp_path)
+    campaign = Campaign(tmp_path / "out", runs(tmp_path, "    clock: virtual\n"), kernel)
+    campaign.write_campaign(campaign.order())
+    assert json.loads((tmp_path / "out" / "campaign.json").read_text())["clocks"] == ["virtual"]
