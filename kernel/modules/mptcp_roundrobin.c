@@ -5,6 +5,12 @@
  * one.  With cwnd_limited (the default) a subflow whose congestion window
  * is full is skipped, so that a slow path does not stall the others; with
  * cwnd_limited=0 the turn waits for that subflow's send buffer instead.
+ *
+ * A turn counts segments that were sent (the connection's snd_nxt moved),
+ * not picks: a pick made while another subflow's lock is held becomes a
+ * delegated send, and that subflow asks again.  Counting picks handed the
+ * turn on at every ask, so two subflows delegated to each other without
+ * sending (under virtual time ksoftirqd then spun with guest time stopped).
  */
 #include <linux/module.h>
 #include "sched_util.h"
@@ -20,6 +26,7 @@ MODULE_PARM_DESC(cwnd_limited, "skip subflows whose cwnd is full (default 1)");
 struct rr_state {
 	struct mptcp_subflow_context *last;	/* subflow holding the turn */
 	unsigned int sent;			/* segments sent in this turn */
+	u64 snd_nxt;				/* connection's snd_nxt at the last call */
 };
 
 static bool rr_usable(const struct mptcp_sched_subflow_info *info)
@@ -33,12 +40,21 @@ static int rr_get_subflow(struct mptcp_sock *msk,
 			  struct mptcp_sched_data *data)
 {
 	struct rr_state *st = mptcp_sched_priv(msk);
+	struct mptcp_sched_conn_info conn;
 	struct sched_view v;
 	int i, cur = -1;
 
 	sched_view_init(&v, data);
 	if (!v.n)
 		return -EAGAIN;
+
+	if (!data->reinject) {
+		mptcp_sched_conn_info(msk, &conn);
+		if (conn.snd_nxt != st->snd_nxt) {
+			st->snd_nxt = conn.snd_nxt;
+			st->sent++;
+		}
+	}
 
 	for (i = 0; i < v.n; i++)
 		if (v.ctx[i] == st->last)
@@ -64,8 +80,6 @@ static int rr_get_subflow(struct mptcp_sock *msk,
 	return -EAGAIN;
 
 pick:
-	if (!data->reinject)
-		st->sent++;
 	return sched_mark(&v, cur);
 }
 
