@@ -157,6 +157,7 @@ def run(
             f"{c.rule.metric}/{c.variant}: {c.verdict} ({c.change * 100:+.1f}%)" for c in res.failed
         ],
         checks=len(res.checks),
+        comparison="exact" if res.exact else "statistical",
     )
     _history(root, entry)
     return 0 if res.ok else 1

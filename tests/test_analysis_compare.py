@@ -175,3 +175,41 @@ def test_bad_rules_exit_2_from_the_command(campaigns, tmp_path, mptlab):
 def test_the_default_rules_file_is_valid():
     rules = compare.load_rules(Path(__file__).parent.parent / "compare-rules.yaml")
     assert {r.metric for r in rules} >= {"ok_rate", "goodput_mbps"}
+
+
+def _virtual(campaign: Path) -> None:
+    """Mark every run of a campaign as run on virtual time."""
+    for spec in (campaign / "runs").glob("*/rep-*/spec.json"):
+        data = json.loads(spec.read_text())
+        data["config"]["clock"] = "virtual"
+        spec.write_text(json.dumps(data))
+        run_json = spec.parent / "run.json"
+        run_json.write_text(run_json.read_text())  # re-ingested
+
+
+STRICT_STATS = """\
+rules:
+  - metric: goodput_mbps
+    better: higher
+    tolerance: 0.005
+    alpha: 0.05
+"""
+
+
+def test_virtual_time_campaigns_with_the_same_seeds_compare_exactly(campaigns, tmp_path, mptlab):
+    base, cur = campaigns
+    rules = rules_file(tmp_path, STRICT_STATS)
+    # real time: a 1 % drop over 2 runs per variant cannot be significant
+    _scale_goodput(cur, "scheduler=blest", 0.99)
+    p = mptlab("compare", base, cur, "--rules", rules, "--no-pcap")
+    assert "comparison: statistical" in p.stdout and p.returncode == 0, p.stdout
+    assert "unsure" in p.stdout
+    # virtual time, same runs and seeds: deterministic, so the same drop fails
+    _virtual(base)
+    _virtual(cur)
+    p = mptlab("compare", base, cur, "--rules", rules, "--no-pcap")
+    assert "comparison: exact" in p.stdout and p.returncode == 1, p.stdout
+    line = next(ln for ln in p.stdout.splitlines() if "scheduler=blest" in ln)
+    assert "REGRESSED" in line, p.stdout
+    other = next(ln for ln in p.stdout.splitlines() if "scheduler=minrtt" in ln)
+    assert "same" in other, p.stdout

@@ -25,6 +25,13 @@ significant is ``unsure`` (a failure with ``--strict``); a metric or a variant
 the baseline has and the current campaign lacks is ``MISSING`` (a failure).
 ``ok_rate`` (share of a variant's runs whose status is ok) is always available
 as a metric.
+
+When both campaigns ran on virtual time and every variant has the same runs
+(repetitions with the same seeds) in both, the runs are deterministic
+(docs/experiments.md, "The guest's clock") and the comparison is exact:
+there is no noise to test against, so significance is not asked; a change
+worse than the tolerance is ``REGRESSED``, and a variant whose values are the
+same run for run says ``same``.  The result says which mode it used.
 """
 
 from __future__ import annotations
@@ -85,6 +92,8 @@ class Check:
 class CompareResult:
     checks: list[Check] = field(default_factory=list)
     strict: bool = False
+    exact: bool = False  # virtual time, same runs and seeds: compared without a significance test
+    mode: str = "statistical (Mann-Whitney U)"
 
     @property
     def failed(self) -> list[Check]:
@@ -236,7 +245,24 @@ def _values(runs: pd.DataFrame, variant: str, metric: str) -> np.ndarray:
     return v[np.isfinite(v)]
 
 
-def check_rule(rule: Rule, variant: str, base: np.ndarray, cur: np.ndarray) -> Check:
+def exact_mode(base: pd.DataFrame, cur: pd.DataFrame) -> tuple[bool, str]:
+    """Whether two campaigns can be compared exactly, and why (not)."""
+    frames = (base[base["attempt"] == "current"], cur[cur["attempt"] == "current"])
+    for f in frames:
+        if "clock" not in f or not (f["clock"] == "virtual").all():
+            return False, "statistical (Mann-Whitney U): not both on virtual time"
+
+    def runs(f: pd.DataFrame) -> set:
+        return set(zip(f["variant"], f["repetition"], f["seed"], strict=True))
+
+    if runs(frames[0]) != runs(frames[1]):
+        return False, "statistical (Mann-Whitney U): virtual time, but not the same runs and seeds"
+    return True, "exact: both on virtual time with the same runs and seeds (deterministic)"
+
+
+def check_rule(
+    rule: Rule, variant: str, base: np.ndarray, cur: np.ndarray, exact: bool = False
+) -> Check:
     c = Check(rule, variant, len(base), len(cur))
     agg = np.mean if rule.stat == "mean" else np.median
     if len(base) == 0 and len(cur) == 0:
@@ -259,6 +285,17 @@ def check_rule(rule: Rule, variant: str, base: np.ndarray, cur: np.ndarray) -> C
         if c.base < 0:
             c.change = -c.change
     worse = -c.change if rule.better == "higher" else c.change
+    if exact:
+        same = len(base) == len(cur) and np.array_equal(np.sort(base), np.sort(cur))
+        if same:
+            c.verdict, c.note = "same", "identical values, run for run"
+        elif worse > rule.tolerance:
+            c.verdict, c.note = "REGRESSED", "exact comparison (virtual time, same seeds)"
+        elif -worse > rule.tolerance:
+            c.verdict, c.note = "improved", "exact comparison (virtual time, same seeds)"
+        else:
+            c.verdict, c.note = "ok", "changed within the tolerance (exact comparison)"
+        return c
     _u, c.p_value = stats.mann_whitney(base, cur)
     significant = rule.alpha is None or (math.isfinite(c.p_value) and c.p_value < rule.alpha)
     if worse > rule.tolerance:
@@ -286,6 +323,7 @@ def compare(
     base_runs = _runs(Path(baseline), pcap)
     cur_runs = _runs(Path(current), pcap)
     res = CompareResult(strict=strict)
+    res.exact, res.mode = exact_mode(base_runs, cur_runs)
     base_vars = list(dict.fromkeys(base_runs["variant"]))
     cur_vars = set(cur_runs["variant"])
     known = set(base_runs.columns) | set(cur_runs.columns)
@@ -310,7 +348,11 @@ def compare(
                 continue
             res.checks.append(
                 check_rule(
-                    rule, v, _values(base_runs, v, rule.metric), _values(cur_runs, v, rule.metric)
+                    rule,
+                    v,
+                    _values(base_runs, v, rule.metric),
+                    _values(cur_runs, v, rule.metric),
+                    exact=res.exact,
                 )
             )
     return res
@@ -365,7 +407,8 @@ def render(res: CompareResult) -> str:
         max(len(h), *(len(row[i]) for row in rows)) if rows else len(h)
         for i, h in enumerate(headers)
     ]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip()]
+    lines = [f"comparison: {res.mode}", ""]
+    lines.append("  ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)).rstrip())
     lines.append("  ".join("-" * w for w in widths))
     for row in rows:
         lines.append("  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip())

@@ -189,6 +189,7 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     row["tcp_path"] = kern.get("tcp_path") if kern.get("mptcp") is False else None
     row["workload"] = work.get("type")
     row["warmup_ms"] = cfg.get("warmup")
+    row["clock"] = rundir.clock_of(cfg)
     tables: dict[str, pd.DataFrame] = {}
     result = result or {}
     row["result_status"] = result.get("status") if result else None
