@@ -81,3 +81,16 @@ def test_a_relative_results_dir_becomes_absolute(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     campaign = Campaign(Path("results") / "x", [], KernelBuild(tmp_path, tmp_path))
     assert campaign.out_dir == tmp_path / "results" / "x"
+
+
+def test_host_dirs_under_tmp_are_mounted_back_once_each():
+    """A checkout, venv or kernel cache under /tmp is hidden by the guest's own
+    /tmp tmpfs: the guest gets each such dir back (parents only, no nesting)."""
+    from mptlab.campaign.boot import hidden_host_dirs
+
+    dirs = hidden_host_dirs(
+        [Path("/tmp/x/cache"), Path("/tmp/x/cache/modules"), Path("/tmp/y"), Path("/var/tmp/z")]
+    )
+    assert "/tmp/x/cache" in dirs and "/tmp/y" in dirs
+    assert "/tmp/x/cache/modules" not in dirs and "/var/tmp/z" not in dirs
+    assert all(d.startswith("/tmp/") for d in dirs)

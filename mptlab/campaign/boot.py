@@ -210,6 +210,22 @@ def _check_safe(what: str, value: str) -> None:
         )
 
 
+def hidden_host_dirs(extra: list[Path] | None = None) -> list[str]:
+    """Host dirs a guest needs that lie under /tmp: the guest's init covers
+    /tmp with a tmpfs (programs need a writable one), so it mounts each of
+    these back from the host, read-only.  Without it a checkout or venv in
+    /tmp left the guest without its Python ("exited with 127")."""
+    wanted = {Path(sys.prefix), Path(sys.base_prefix), PACKAGE.parent, *(extra or [])}
+    tmp = Path("/tmp")
+    under = sorted({p.resolve() for p in wanted if tmp in p.resolve().parents})
+    out: list[str] = []
+    for path in under:  # sorted: a parent comes before what it holds
+        if not any(Path(o) in path.parents for o in out):
+            _check_safe("host dir under /tmp", str(path))
+            out.append(str(path))
+    return out
+
+
 def check_clock(clock: str) -> Clock:
     if clock not in CLOCKS:
         raise ValueError(f"clock {clock!r}: use one of {', '.join(CLOCKS)}")
@@ -294,6 +310,9 @@ def command_line(
         f"MPTLAB_ENTRY={entry}",
         f"MPTLAB_CLOCK={clock}",
     ]
+    hidden = hidden_host_dirs([kernel.dir, kernel.modules_dir])
+    if hidden:
+        args.append(f"MPTLAB_HOST_RO={':'.join(hidden)}")
     for key, value in (env or {}).items():
         if not _ENV_NAME.match(key):
             raise ValueError(f"guest environment name {key!r} must match [A-Z_][A-Z0-9_]*")

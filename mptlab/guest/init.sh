@@ -24,6 +24,14 @@ mount -t tmpfs -o mode=0755 tmpfs /run
 # The guest needs a writable /tmp (iperf3, Mininet); this hides the host's
 # /tmp, so a run dir under /tmp is re-created on the tmpfs and mounted below.
 mount -t tmpfs -o mode=1777 tmpfs /tmp
+# Host dirs under /tmp that the guest needs (a checkout or venv there,
+# mptlab.campaign.boot.hidden_host_dirs): mounted back, read-only.
+if [ -n "$MPTLAB_HOST_RO" ]; then
+	echo "$MPTLAB_HOST_RO" | tr ':' '\n' | while read -r dir; do
+		mkdir -p "$dir" && mount -t hostfs -o ro,"$dir" hostfs "$dir" ||
+			echo "mptlab-init: cannot mount host dir $dir" >&2
+	done
+fi
 mount -t tracefs tracefs /sys/kernel/tracing 2>/dev/null
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mount -t cgroup2 cgroup2 /sys/fs/cgroup 2>/dev/null
