@@ -49,7 +49,7 @@ def test_an_experiment_from_scratch_is_the_yaml_it_stands_for():
 
 def test_from_yaml_and_replace(tmp_path):
     exp = mptlab.Experiment.from_yaml("blest-3g-wlan").replace(repetitions=5)
-    assert exp.spec.repetitions == 5 and len(exp.variants()) == 9
+    assert exp.spec.repetitions == 5 and len(exp.variants()) == 10
     assert exp.spec.kernel.congestion_control == "olia"  # from the YAML
     changed = exp.replace(kernel={"rmem": "4MiB"}, scheduler="blest", matrix={}, variants=[])
     assert changed.spec.kernel.rmem == 4 << 20 and changed.spec.kernel.wmem == 16 << 20  # merged
