@@ -17,7 +17,8 @@ Before the exec:
    ``prctl``.
 2. **Confinement** (unless ``--no-confine``): a mount namespace of its own
    in which every mount is read-only, no device node can be opened
-   (``nodev``) and setuid bits do nothing (``nosuid``), except two
+   (``nodev``; but ``/dev/null``, which UML's console opens) and setuid
+   bits do nothing (``nosuid``), except two
    writable places: the run dir (a bind mount of the run dir's inode, so a
    run dir renamed away by a later invocation stays this guest's and the
    path's new owner is out of reach) and ``--scratch``, a fresh tmpfs for
@@ -134,6 +135,24 @@ def confine(run_dir: str, scratch: str) -> None:
         AT_RECURSIVE,
         attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOSUID,
     )
+    # One device node stays usable: UML's `null` console channel
+    # (`con=null`, `con0=null,fd:1`) opens /dev/null; where it could not, the
+    # guest's console stayed silent, so a kernel panic was reported as a
+    # crash without its message (measured on a fresh Debian 12 machine whose
+    # /dev/null is a plain node of the devtmpfs).  A bind mount of that one
+    # node, read-only, nosuid, with devices allowed: nothing else of /dev.
+    # Best effort: where a parent namespace locked nodev (a user namespace
+    # in a container) this fails and the console stays silent, as before.
+    try:
+        _mount("/dev/null", "/dev/null", None, MS_BIND, None)
+        _setattr(
+            "/dev/null",
+            0,
+            attr_set=MOUNT_ATTR_RDONLY | MOUNT_ATTR_NOSUID,
+            attr_clr=MOUNT_ATTR_NODEV,
+        )
+    except SetupError:
+        pass
     _setattr("/proc", 0, attr_clr=MOUNT_ATTR_RDONLY)  # for the uid_map below; read-only again after
     _mount("mptlab-scratch", scratch, "tmpfs", MS_NODEV | MS_NOSUID, "mode=0700")
     _mount(run_dir, run_dir, None, MS_BIND, None)
