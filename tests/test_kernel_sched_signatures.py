@@ -294,3 +294,97 @@ def test_daps_keeps_using_the_slow_path_where_minrtt_leaves_it(guest):
     assert share(minrtt, "3g") < 0.05, r
     assert 0.15 < share(daps, "3g") < 0.7, r
     assert share(daps, "3g") > 3 * share(minrtt, "3g"), r
+
+
+CP = """
+import json, threading
+from pathlib import Path
+from mptlab.guest.netlab import in_netns
+from mptlab.guest.sampler import MPTCP_COLUMNS, SUBFLOW_COLUMNS, Diag, mptcp_rows, subflow_rows
+
+PROFILES.update({name: Profile.parse(fields) for name, fields in {
+    # the CP paper's asymmetric pair (Sec. 4.1): one-way delays, 100-packet Drop-Tail
+    "cp-p1": {"rate": "8mbit", "delay": "10ms", "queue": 100},
+    "cp-p2": {"rate": "1mbit", "delay": "75ms", "queue": 100},
+}.items()})
+CP_PARAMS = Path("/sys/module/mptcp_cp/parameters")
+
+def cp_transfer(scheduler, rmem, seconds, **params):
+    \"\"\"A timed upload over P1 (8 Mbit/s, 10 ms) + P2 (1 Mbit/s, 75 ms), Reno,
+    receive buffers of at most rmem bytes: goodput, MPTCP data bytes per path
+    (sender), the receiver's largest MPTCP OFO queue (sampled every 100 ms),
+    the paths with an established subflow, CP's pause and probe counters.\"\"\"
+    saved = {k: (CP_PARAMS / k).read_text() for k in params}
+    for k, v in params.items():
+        (CP_PARAMS / k).write_text(str(v))
+    counters = ("pauses", "probes")
+    before = {k: int((CP_PARAMS / k).read_text()) for k in counters}
+    p = plan(TOPOLOGY, PROFILES, ["cp-p1", "cp-p2"])
+    net = build(p, "client", "server", subflows=2, add_addr_accepted=2,
+                net=Net(prefix=scheduler[:6] + "-"))
+    for host in ("client", "server"):
+        net.sysctls(host, {"net.mptcp.scheduler": scheduler,
+                           "net.ipv4.tcp_congestion_control": "reno",
+                           "net.ipv4.tcp_rmem": f"4096 {rmem} {rmem}",
+                           "net.ipv4.tcp_wmem": "4096 16384 4194304"})
+    server = net.popen("server", ["mptcpize", "run", *spin.prefix(), "iperf3", "-s", "-1"],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    net.wait_listening("server", 5201)
+    client = p.addresses("client")
+    sent, up, ofo, stop = {}, set(), [0], threading.Event()
+
+    def sample():
+        with in_netns(net.ns("client")):
+            tx = Diag()
+        with in_netns(net.ns("server")):
+            rx = Diag()
+        while not stop.wait(0.1):
+            for r in subflow_rows(tx, time.time()):
+                row = dict(zip(SUBFLOW_COLUMNS, r))
+                if row["saddr"] in client and row["token_loc"] and row["state"] == 1:
+                    path = "p%d" % (client.index(row["saddr"]) + 1)
+                    up.add(path)
+                    sent[path] = max(sent.get(path, 0), row["mptcp_bytes_sent"])
+            for r in mptcp_rows(rx, time.time()):
+                ofo[0] = max(ofo[0], dict(zip(MPTCP_COLUMNS, r))["ofo_bytes_max"])
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    out = net.run("client", "mptcpize", "run", *spin.prefix(), "iperf3", "-J",
+                  "-c", p.addresses("server")[0], "-t", str(seconds))
+    stop.set()
+    th.join()
+    server.wait(timeout=30)
+    net.destroy()  # a subflow may still be draining a backed-off retransmission
+    for k, v in saved.items():
+        (CP_PARAMS / k).write_text(v)
+    return {"mbps": json.loads(out)["end"]["sum_received"]["bits_per_second"] / 1e6,
+            "sent": sent, "up": sorted(up), "ofo_max": ofo[0],
+            **{k: int((CP_PARAMS / k).read_text()) - before[k] for k in counters}}
+"""
+
+
+def test_cp_keeps_the_slow_path_from_blocking_a_small_receive_buffer(guest):
+    r = guest(
+        TRANSFER
+        + CP
+        + "for name, s, kw in (('minrtt', 'minrtt', {}), ('cons', 'cp', {'mode': 'cons'}),\n"
+        + "                    ('rad', 'cp', {'mode': 'rad'})):\n"
+        + "    RESULT[name] = cp_transfer(s, 300_000, 12, **kw)\n",
+        timeout=150,
+        mem_mb=1024,
+    )
+    # measured (12 s uploads, 300 KB receive buffers, 2 runs each): minrtt
+    # 3.5-3.6 Mbit/s with 1.3-1.4 MB on P2 and an OFO queue of up to
+    # 140-170 KB (P2's data holds the buffer, P1 stalls on the window); cons
+    # 6.97-6.98 Mbit/s, nothing on P2, no OFO queue; rad 6.3-6.5 Mbit/s,
+    # 0.6-0.7 MB on P2 (6-7 pauses, 50 probe segments), OFO up to 164-177 KB
+    minrtt, cons, rad = r["minrtt"], r["cons"], r["rad"]
+    for x in (minrtt, cons, rad):
+        assert x["up"] == ["p1", "p2"], r  # P2 had a subflow: not using it was a choice
+    assert minrtt["ofo_max"] > 65536 and minrtt["sent"].get("p2", 0) > 256 * 1024, r
+    assert cons["mbps"] > 1.4 * minrtt["mbps"], r
+    assert cons["ofo_max"] < 0.25 * minrtt["ofo_max"], r
+    assert cons["sent"].get("p2", 0) < 0.25 * minrtt["sent"]["p2"], r
+    assert rad["mbps"] > 1.2 * minrtt["mbps"], r
+    assert rad["pauses"] >= 1 and rad["probes"] >= 1, r
