@@ -19,6 +19,7 @@ SCHEDULERS = {
     "minrtt_pr",
     "otias",
     "daps",
+    "cp",
 }
 # the kernel's own interface, read and written as such (mptlab sets it through sysctls)
 SYSCTL = """
