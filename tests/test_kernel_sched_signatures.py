@@ -13,6 +13,16 @@ import pytest
 
 pytestmark = pytest.mark.kernel
 
+
+@pytest.fixture(autouse=True, params=["real", "virtual"])
+def clock(request, monkeypatch):
+    """Every signature under both clocks: under virtual time (UML
+    time-travel) the same assertions hold (measured: all pass, 60 s for the
+    lot against 175 s in real time)."""
+    monkeypatch.setenv("MPTLAB_TEST_CLOCK", request.param)
+    return request.param
+
+
 TRANSFER = """
 import subprocess, time
 from mptlab.guest import modules, tracepoints
@@ -31,19 +41,34 @@ PROFILES = {name: Profile.parse(fields) for name, fields in {
 }.items()}
 TOPOLOGY = Catalog.load().topologies["two-path-direct"]
 
-def transfer(scheduler, paths, nbytes):
+def transfer(scheduler, paths, nbytes=None, iperf=None):
+    # an upload of nbytes (or with iperf3 client options instead): bytes per
+    # path and reinjections from the per-subflow counters, bytes acked
     p = plan(TOPOLOGY, PROFILES, paths)
     net = build(p, "client", "server", net=Net(prefix=scheduler + "-"))
     net.sysctls("client", {"net.mptcp.scheduler": scheduler})
     tracepoints.enable()
-    # spin.prefix(): under virtual time (MPTLAB_TEST_CLOCK=virtual) iperf3's
-    # end-of-test select() spins would freeze guest time; nothing under real time
-    server = net.popen("server", ["mptcpize", "run", *spin.prefix(), "iperf3", "-s", "-1"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    net.wait_listening("server", 5201)
-    net.run("client", "mptcpize", "run", *spin.prefix(), "iperf3", "-c", p.addresses("server")[0],
-            "-n", str(nbytes))
-    server.wait(timeout=60)
+    server_addr = p.addresses("server")[0]
+    if iperf is None:
+        # socat: the receiver reads to the end before it closes.  With
+        # iperf3 -n the server may close while data is still on the way;
+        # under virtual time the orphaned MPTCP socket then never drained and
+        # the connection never closed (docs/experiments.md, the guest's clock).
+        # fork: the listener stays open for the second subflow's MP_JOIN
+        server = net.popen("server", ["mptcpize", "run", "socat", "-u", "-b", "131072",
+                                      "TCP-LISTEN:5201,fork,reuseaddr", "GOPEN:/dev/null"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        net.wait_listening("server", 5201)
+        net.run("client", "mptcpize", "run", "socat", "-u", "-b", "131072",
+                f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP:{server_addr}:5201")
+    else:
+        # spin.prefix(): under virtual time iperf3's end-of-test select()
+        # spins would freeze guest time; nothing under real time
+        server = net.popen("server", ["mptcpize", "run", *spin.prefix(), "iperf3", "-s", "-1"],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        net.wait_listening("server", 5201)
+        net.run("client", "mptcpize", "run", *spin.prefix(), "iperf3", "-c", server_addr, *iperf)
+        server.wait(timeout=60)
     # subflows report their counters when they close, which can be after
     # the application is done (a slow path still drains its queue)
     for _ in range(600):
@@ -52,6 +77,9 @@ def transfer(scheduler, paths, nbytes):
         time.sleep(0.1)
     else:
         raise RuntimeError("connections still open 60 s after the transfer")
+    if server.poll() is None:  # socat's listener
+        server.kill()
+        server.wait()
     records = tracepoints.read()
     subflows = tracepoints.sender_subflows(records)
     conn = [r for r in records if r["event"] == "mptcp_conn_stats"
@@ -59,7 +87,11 @@ def transfer(scheduler, paths, nbytes):
     by_path = {"acked": conn[0]["bytes_acked"]}
     client = p.addresses("client")
     for r in subflows:
-        i = client.index(r["saddr"])  # the client's address on link i: path i + 1
+        # the client's address on link i: path i + 1.  The first subflow's
+        # record can come without addresses (after a clean close MPTCP
+        # disconnects the first subflow before it reports): it is the
+        # initial subflow (address id 0), which mptlab's plans start on path 1
+        i = client.index(r["saddr"]) if r["saddr"] in client else (0 if r["local_id"] == 0 else -1)
         key = paths[i] + "'" * paths[:i].count(paths[i])
         by_path[key] = {"bytes": r["bytes_sent"], "reinjected": r["bytes_reinjected"]}
     net.destroy()
@@ -245,42 +277,11 @@ def test_otias_queues_beyond_cwnd_where_minrtt_does_not(guest):
     assert r["otias"]["wlan"]["mean"] > 10 * r["minrtt"]["wlan"]["mean"], r
 
 
-PACED = """
-def paced_transfer(scheduler, paths, rate, seconds):
-    \"\"\"An upload at a fixed application rate (iperf3 -b), so that the fast
-    path alone could carry it: bytes per path from the per-subflow counters,
-    as transfer() reads them.\"\"\"
-    p = plan(TOPOLOGY, PROFILES, paths)
-    net = build(p, "client", "server", net=Net(prefix=scheduler[:6] + "-"))
-    net.sysctls("client", {"net.mptcp.scheduler": scheduler})
-    tracepoints.enable()
-    server = net.popen("server", ["mptcpize", "run", *spin.prefix(), "iperf3", "-s", "-1"],
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    net.wait_listening("server", 5201)
-    net.run("client", "mptcpize", "run", *spin.prefix(), "iperf3", "-c", p.addresses("server")[0],
-            "-b", rate, "-l", "8K", "-t", str(seconds))
-    server.wait(timeout=60)
-    for _ in range(600):
-        if not net.run("client", "ss", "-Htan", "exclude", "time-wait").strip():
-            break
-        time.sleep(0.1)
-    records = tracepoints.read()
-    client = p.addresses("client")
-    by_path = {}
-    for r in tracepoints.sender_subflows(records):
-        by_path[paths[client.index(r["saddr"])]] = {"bytes": r["bytes_sent"],
-                                                    "reinjected": r["bytes_reinjected"]}
-    net.destroy()
-    return by_path
-"""
-
-
 def test_daps_keeps_using_the_slow_path_where_minrtt_leaves_it(guest):
     r = guest(
         TRANSFER
-        + PACED
         + "for s in ('minrtt', 'daps'):\n"
-        + "    RESULT[s] = paced_transfer(s, ['3g', 'wlan'], '4M', 5)\n",
+        + "    RESULT[s] = transfer(s, ['3g', 'wlan'], iperf=['-b', '4M', '-l', '8K', '-t', '5'])\n",
         timeout=120,
     )
     # 4 Mbit/s in 8 KiB writes, which WLAN alone carries.  measured, 5 s

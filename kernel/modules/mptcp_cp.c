@@ -300,25 +300,10 @@ static void cp_rank(const struct sched_view *v, int *order)
 /* The blocking segment: as minrtt, or with OR&P as minrtt_pr. */
 static int cp_reinject(struct mptcp_sock *msk, const struct sched_view *v)
 {
-	int i, best = -1;
+	int best = orp ? sched_orp(msk, v, true) : -1;
 
-	for (i = 0; orp && i < v->n; i++) {
-		const struct mptcp_sched_subflow_info *info = &v->info[i];
-
-		if (!info->cwnd_avail || !info->memory_free ||
-		    mptcp_sched_rtx_head_sent_on(msk, v->ctx[i]))
-			continue;
-		if (best < 0 || sched_rtt_key(info) < sched_rtt_key(&v->info[best]))
-			best = i;
-	}
 	if (best < 0)
-		return sched_mark(v, sched_min_rtt(v, true));
-
-	for (i = 0; i < v->n; i++) {
-		if (i != best && mptcp_sched_rtx_head_sent_on(msk, v->ctx[i]) &&
-		    sched_rtt_key(&v->info[i]) > sched_rtt_key(&v->info[best]))
-			mptcp_sched_penalise(v->ctx[i]);
-	}
+		best = sched_min_rtt(v, true);
 	return sched_mark(v, best);
 }
 

@@ -27,44 +27,19 @@ static bool penalise = true;
 module_param(penalise, bool, 0644);
 MODULE_PARM_DESC(penalise, "halve the cwnd of the subflow that blocks (default: on)");
 
-/* The fastest subflow with room that has not carried the blocking segment. */
-static int minrtt_pr_fresh(struct mptcp_sock *msk, const struct sched_view *v)
-{
-	int i, best = -1;
-
-	for (i = 0; i < v->n; i++) {
-		const struct mptcp_sched_subflow_info *info = &v->info[i];
-
-		if (!info->cwnd_avail || !info->memory_free ||
-		    mptcp_sched_rtx_head_sent_on(msk, v->ctx[i]))
-			continue;
-		if (best < 0 || sched_rtt_key(info) < sched_rtt_key(&v->info[best]))
-			best = i;
-	}
-	return best;
-}
-
 static int minrtt_pr_get_subflow(struct mptcp_sock *msk,
 				 struct mptcp_sched_data *data)
 {
 	struct sched_view v;
-	int i, best;
+	int best;
 
 	sched_view_init(&v, data);
 	if (!data->reinject || !retransmit)
 		return sched_mark(&v, sched_min_rtt(&v, true));
 
-	best = minrtt_pr_fresh(msk, &v);
+	best = sched_orp(msk, &v, penalise);
 	if (best < 0)	/* every subflow carried it (an MPTCP-level RTO) */
-		return sched_mark(&v, sched_min_rtt(&v, true));
-
-	for (i = 0; penalise && i < v.n; i++) {
-		if (i == best ||
-		    !mptcp_sched_rtx_head_sent_on(msk, v.ctx[i]) ||
-		    sched_rtt_key(&v.info[i]) <= sched_rtt_key(&v.info[best]))
-			continue;
-		mptcp_sched_penalise(v.ctx[i]);
-	}
+		best = sched_min_rtt(&v, true);
 	return sched_mark(&v, best);
 }
 

@@ -64,6 +64,36 @@ static inline int sched_min_rtt(const struct sched_view *v, bool need_space)
 	return best;
 }
 
+/* Opportunistic retransmission and penalisation (Raiciu et al., NSDI 2012)
+ * for a reinject call (patch 0005): the fastest subflow with room that has
+ * not carried the blocking segment yet; with @penalise, every slower subflow
+ * that did carry it has its cwnd halved (at most once per its RTT).  -1 if
+ * there is none: every subflow carried it (an MPTCP-level RTO).
+ */
+static inline int sched_orp(struct mptcp_sock *msk,
+			    const struct sched_view *v, bool penalise)
+{
+	int i, best = -1;
+
+	for (i = 0; i < v->n; i++) {
+		const struct mptcp_sched_subflow_info *info = &v->info[i];
+
+		if (!info->cwnd_avail || !info->memory_free ||
+		    mptcp_sched_rtx_head_sent_on(msk, v->ctx[i]))
+			continue;
+		if (best < 0 || sched_rtt_key(info) < sched_rtt_key(&v->info[best]))
+			best = i;
+	}
+	for (i = 0; best >= 0 && penalise && i < v->n; i++) {
+		if (i == best ||
+		    !mptcp_sched_rtx_head_sent_on(msk, v->ctx[i]) ||
+		    sched_rtt_key(&v->info[i]) <= sched_rtt_key(&v->info[best]))
+			continue;
+		mptcp_sched_penalise(v->ctx[i]);
+	}
+	return best;
+}
+
 static inline int sched_mark(const struct sched_view *v, int i)
 {
 	if (i < 0)
