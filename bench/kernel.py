@@ -105,13 +105,13 @@ def main() -> None:
             print(rows[-1], flush=True)
     body = f"""
 UML guests, {BOOTS} boots per row.  Boot: from starting UML to the guest
-program running, and the whole boot + `true` + power-off (median | range).
+program running, and the whole boot + `true` + power-off (median and range).
 Throughput: a single veth pair between two namespaces, netem 5 ms each way
 (no rate limit), iperf3 TCP for 10 s.  Runs boot with 1024 MB since
 2026-11-23 (docs/stalls.md).
 
-| kernel | guest RAM | start -> program | whole boot | netem throughput |
-|---|---|---|---|---|
+| kernel | guest RAM | start -> program, median | range | whole boot, median | range | netem throughput |
+|---|---|---|---|---|---|---|
 {chr(10).join(rows)}
 """
     write_section(
