@@ -73,6 +73,7 @@ TRACES: Final = "traces"
 # the agent's own traces (workloads name theirs: docs/workloads.md)
 OFO_EVENTS: Final = "ofo-events.csv"
 KTRACE: Final = "ktrace.txt"
+FEC_RATIO_EVENTS: Final = "fec-ratio.csv"  # kernel.fec: the tcp_fec_ratio tracepoint (docs/fec.md)
 STALL_SNAPSHOT: Final = "stall-snapshot.json"
 # The guest's environment variable holding its boot's attempt id; the agent
 # writes it into result.json and guest-provenance.json, the host into run.json.

@@ -44,9 +44,9 @@ from types import SimpleNamespace
 
 from .. import rundir
 from ..rundir import RunDir, RunSpec
-from ..spec.knobs import mptbm_sysctls
+from ..spec.knobs import fec_hosts, fec_on, fec_sysctls, mptbm_sysctls
 from ..spec.plan import NetPlan, mptcp_endpoints
-from . import modules, nstat, stall, tracepoints
+from . import fec, modules, nstat, stall, tracepoints
 from .build import build
 from .netlab import Net
 from .sampler import SamplerThread, lateness_summary
@@ -160,6 +160,11 @@ def guest_clock(cmdline: str = "/proc/cmdline") -> str:
     return "virtual" if "time-travel=inf-cpu" in words else "real"
 
 
+def kernel_has_fec() -> bool:
+    """Does the guest kernel have TCP-dFEC (its per-namespace sysctls)?"""
+    return Path("/proc/sys/net/ipv4/tcp_fec").exists()
+
+
 def configure(ctx: Context) -> dict:
     """Kernel knobs in every namespace; returns what was set (for provenance)."""
     k = ctx.config.kernel
@@ -191,12 +196,30 @@ def configure(ctx: Context) -> dict:
         subprocess.run(["sysctl", "-qw", f"net.core.rmem_max={k.rmem}"], check=True)
     if k.wmem:
         subprocess.run(["sysctl", "-qw", f"net.core.wmem_max={k.wmem}"], check=True)
+    # TCP-dFEC: in the client's and/or the server's namespace only (background
+    # hosts stay plain TCP); the experiment's own sysctls still win
+    fec_cfg = ctx.spec.config["kernel"].get("fec")
+    fec_values = {
+        key: value
+        for key, value in fec_sysctls(fec_cfg).items()
+        if key not in ctx.spec.config["kernel"]["sysctls"]
+    }
+    on = fec_hosts(fec_cfg, ctx.client, ctx.server)
+    if fec_values and not kernel_has_fec():
+        raise RuntimeError(
+            "kernel.fec is set, but this kernel has no TCP-dFEC (no net.ipv4.tcp_fec): "
+            "build the kernel with the FEC patch (make kernel)"
+        )
     for host in ctx.plan.hosts:
         values = dict(per_ns)
         if host in (ctx.client, ctx.server):
             values["net.mptcp.scheduler"] = k.scheduler
+        if host in on:
+            values.update(fec_values)
         net.sysctls(host, values)
     applied.update(per_ns)
+    if fec_on(fec_cfg):
+        applied["fec"] = {"hosts": on, "sysctls": fec_values}
     applied["mptcp_endpoints"] = mptcp_endpoints(ctx.plan, ctx.client, ctx.server)
     return applied
 
@@ -248,9 +271,14 @@ def start_traces(ctx: Context) -> None:
             ):
                 raise RuntimeError(f"tcpdump failed: {log.name}: {log.read_text().strip()[-300:]}")
     events = tracepoints.STATS_EVENTS + ((tracepoints.OFO_EVENT,) if t.ofo_events else ())
+    with_fec = fec_on(ctx.spec.config["kernel"].get("fec"))
+    if with_fec:  # the TCP-dFEC kernel's events (docs/fec.md)
+        events += tracepoints.FEC_EVENTS
     tracepoints.enable(events, clock="mono")
     ctx.trace_reader = tracepoints.TraceReader(
-        ctx.trace_dir / rundir.KTRACE, ctx.trace_dir / rundir.OFO_EVENTS
+        ctx.trace_dir / rundir.KTRACE,
+        ctx.trace_dir / rundir.OFO_EVENTS,
+        fec_ratio_path=ctx.trace_dir / rundir.FEC_RATIO_EVENTS if with_fec else None,
     )
 
 
@@ -277,6 +305,8 @@ def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
         "ktrace_lost_events": lost,
         "ofo_events": ofo_events,
     }
+    if ctx.trace_reader and ctx.trace_reader.fec is not None:
+        fidelity["fec_ratio_events"] = ctx.trace_reader.fec_ratio_events
     return tracepoints.parse((ctx.trace_dir / rundir.KTRACE).read_text()), fidelity
 
 
@@ -316,7 +346,23 @@ def kernel_counters(ctx: Context, records: list[dict]) -> dict:
         # server's first address).
         if sf["path"] is None and sf.get("saddr") == "0.0.0.0" and sf.get("local_id") == 0:
             sf["path"] = 1
-    return {"connections": conns, "subflows": subflows}
+    out = {"connections": conns, "subflows": subflows}
+    if fec_on(ctx.spec.config["kernel"].get("fec")):
+
+        def host_of(addr: str) -> str | None:
+            return "client" if addr in client_addrs else "server" if addr in server_addrs else None
+
+        # every FEC-negotiated socket of the guest (kernel.fec, docs/fec.md)
+        out["fec"] = fec.annotate(records, path_of, host_of)
+    return out
+
+
+def fec_metrics(ctx: Context, kernel: dict) -> dict:
+    """The data connection's FEC metrics (``mptlab.guest.fec``); {} when the
+    experiment did not ask for FEC (the metrics are then absent, not 0)."""
+    if "fec" not in kernel:
+        return {}
+    return fec.metrics(kernel["fec"], kernel["subflows"])
 
 
 def start_watchdog(ctx: Context) -> stall.Watchdog | None:
@@ -505,11 +551,14 @@ def _run(run_dir: RunDir, state: dict) -> int:
         metrics = outcome.metrics
         if metrics is None and outcome.exc is not None:
             metrics = getattr(outcome.exc, "metrics", None)
+        kernel_records = kernel_counters(ctx, records)
+        if isinstance(metrics, dict):  # the agent's own metrics beside the workload's
+            metrics = {**metrics, **fec_metrics(ctx, kernel_records)}
         result.update(
             fidelity=fidelity,
             metrics=metrics,
             background=background_metrics,
-            kernel=kernel_counters(ctx, records),
+            kernel=kernel_records,
             marks=ctx.marks,
             addresses={h: ctx.plan.addresses(h) for h in ctx.plan.hosts},
         )

@@ -114,7 +114,9 @@ def _set_dotted(data: dict, dotted: str, value) -> None:
     parts = dotted.split(".")
     node = data
     for part in parts[:-1]:
-        node = node.setdefault(part, {})
+        if node.get(part) is None:  # an optional mapping left null (kernel.fec): start one
+            node[part] = {}
+        node = node[part]
         if not isinstance(node, dict):
             raise KeyError(dotted)
     node[parts[-1]] = copy.deepcopy(value)

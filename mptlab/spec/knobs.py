@@ -17,3 +17,48 @@ def mptbm_sysctls(mptbm: dict | None) -> dict[str, int]:
         "net.mptcp.mptbm_theta_ms": round(float(mptbm["theta"])),
         "net.mptcp.mptbm_window_ms": round(float(mptbm["window"])),
     }
+
+
+# The TCP-dFEC kernel's per-namespace knobs (net.ipv4.tcp_fec*): 0 off, 1
+# dynamic, 2 fixed ratio.  A connection uses FEC only if both ends asked for
+# it in the handshake; otherwise it is plain TCP (docs/fec.md).
+FEC_MODES = {"off": 0, "dynamic": 1, "fixed": 2}
+
+
+def fec_on(fec: dict | None) -> bool:
+    """Is ``kernel.fec`` (as the catalog resolves it) asking for FEC?  Null
+    and ``mode: off`` are the same: nothing is set, nothing is traced."""
+    if not fec:
+        return False
+    return FEC_MODES.get(str(fec.get("mode", "dynamic")), 0) != 0
+
+
+def fec_sysctls(fec: dict | None) -> dict[str, int]:
+    """``kernel.fec`` (``{mode, ratio, delta, target, min, max, hosts}``;
+    delta and target as fractions, as the catalog resolves them) -> the
+    per-namespace sysctls of the TCP-dFEC kernel, in an order the kernel
+    accepts on a fresh namespace (the bounds first, the switch last).  {}
+    when off."""
+    if not fec_on(fec):
+        return {}
+    assert fec is not None
+    return {
+        "net.ipv4.tcp_fec_min": int(fec.get("min", 4)),
+        "net.ipv4.tcp_fec_max": int(fec.get("max", 256)),
+        "net.ipv4.tcp_fec_ratio": int(fec.get("ratio", 9)),
+        "net.ipv4.tcp_fec_delta": round(float(fec.get("delta", 0.33)) * 1000),  # permille
+        "net.ipv4.tcp_fec_target": round(float(fec.get("target", 0.01)) * 1_000_000),  # ppm
+        "net.ipv4.tcp_fec": FEC_MODES[str(fec.get("mode", "dynamic"))],
+    }
+
+
+def fec_hosts(fec: dict | None, client: str, server: str) -> list[str]:
+    """The namespaces FEC is switched on in: the client's and the server's
+    (``hosts: both``), or one of them (an interoperability test: the other
+    end stays plain TCP, so no connection negotiates FEC).  Routers and
+    background hosts never: background flows are plain TCP.  [] when off."""
+    if not fec_on(fec):
+        return []
+    assert fec is not None
+    which = str(fec.get("hosts", "both"))
+    return {"both": [client, server], "client": [client], "server": [server]}[which]

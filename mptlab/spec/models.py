@@ -21,10 +21,10 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter,
 from ..rundir import Clock
 from . import units
 from .expect import Claim
-from .knobs import mptbm_sysctls
+from .knobs import fec_sysctls, mptbm_sysctls
 from .plan import l2_segments
 from .shapes import Shape, shape_with
-from .units import Duration, Rate, Size  # noqa: F401 - the language's unit types, for models
+from .units import Duration, Fraction, Rate, Size  # noqa: F401 - the language's unit types
 
 # built into the kernel (kernel/config/mptlab.config), plus the coupled
 # controls mptlab's modules add (kernel/modules/mptcp_{lia,olia,balia,wvegas}.c):
@@ -204,12 +204,67 @@ class MptbmSpec(Strict):
         return mptbm_sysctls(self.model_dump(mode="json", by_alias=True))
 
 
+def _fec_mode(value):
+    """YAML 1.1 reads an unquoted ``off`` as false: take it (and null) as off."""
+    return "off" if value is False or value is None else value
+
+
+class FecSpec(Strict):
+    """TCP-dFEC and MPTCP-dFEC (Ferlin thesis Ch. 6): systematic XOR parity,
+    one FEC packet after every ``ratio`` data segments; ``dynamic`` adapts the
+    ratio every 3 RTTs towards a residual loss of ``target`` (ratio x (1 -
+    delta) above it, x (1 + delta) below), within [``min``, ``max``]; ``fixed``
+    keeps ``ratio``.  Per-namespace sysctls ``net.ipv4.tcp_fec*`` of the
+    kernel (docs/fec.md); a connection uses FEC only when both ends ask."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    mode: Annotated[Literal["off", "dynamic", "fixed"], BeforeValidator(_fec_mode)] = Field(
+        "dynamic",
+        description="dynamic: dFEC; fixed: ratio never changes; off: as if kernel.fec were null",
+    )
+    ratio: int = Field(
+        9, ge=1, le=256, description="data segments per FEC packet: the start (dynamic) or fixed"
+    )
+    delta: Fraction = Field(
+        0.33, ge=0.001, le=0.999, description="correction rate of the dynamic ratio (0.33, '33%')"
+    )
+    target: Fraction = Field(
+        0.01, ge=0, le=1, description="target residual loss of the dynamic ratio ('1%', 0.01)"
+    )
+    min_: int = Field(4, alias="min", ge=1, le=256, description="smallest ratio (4: 20 % overhead)")
+    max_: int = Field(256, alias="max", ge=1, le=256, description="largest ratio")
+    hosts: Literal["both", "client", "server"] = Field(
+        "both",
+        description="the ends that ask for FEC; one only: the other end is plain TCP "
+        "(interoperability), so no connection uses FEC",
+    )
+
+    @model_validator(mode="after")
+    def _bounds(self):
+        if self.min_ > self.max_:
+            raise ValueError(f"min ({self.min_}) must not be above max ({self.max_})")
+        if not self.min_ <= self.ratio <= self.max_:
+            raise ValueError(
+                f"ratio {self.ratio} must lie within [min, max] = [{self.min_}, {self.max_}]"
+            )
+        return self
+
+    def sysctls(self) -> dict[str, int]:
+        """The kernel's per-namespace knobs (net.ipv4.tcp_fec*); {} when off."""
+        return fec_sysctls(self.model_dump(mode="json", by_alias=True))
+
+
 class KernelSpec(Strict):
     scheduler: str = "default"
     scheduler_params: dict[str, int | float | str] = {}
     congestion_control: CongestionControl = "cubic"
     mptbm: MptbmSpec | None = Field(
         None, description="MPT-BM bufferbloat mitigation {lambda, theta, window}; null: off"
+    )
+    fec: FecSpec | None = Field(
+        None,
+        description="TCP-dFEC / MPTCP-dFEC {mode, ratio, delta, target, min, max, hosts}; "
+        "null: off (docs/fec.md)",
     )
     mptcp: bool = Field(True, description="false: single-path TCP baseline on tcp_path")
     tcp_path: int = Field(1, ge=1)

@@ -86,6 +86,40 @@ def percent(value) -> float:
     return result
 
 
+def fraction(value) -> float:
+    """``"1%"``, ``"0.5 %"``, ``0.01`` -> 0.01 (a share between 0 and 1).
+
+    Unlike a link's ``loss`` (where a bare number is percent), a bare number
+    here is the share itself, so a bare number of 1 or more is refused: it
+    is almost surely a percentage written without its ``%``."""
+    if isinstance(value, bool):
+        raise ValueError("expected a fraction (0.01) or a percentage ('1%'), not a boolean")
+    if isinstance(value, str):
+        text = value.strip().replace(" ", "")
+        try:
+            result = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+        except ValueError:
+            raise ValueError(
+                f"cannot read {value!r}: use a fraction (0.01) or a percentage ('1%')"
+            ) from None
+        if not text.endswith("%") and result >= 1:
+            raise ValueError(
+                f"{value!r} as a fraction is {result:g} x 100 %: did you mean '{text}%'?"
+            )
+    elif isinstance(value, int | float):
+        result = float(value)
+        if result >= 1:
+            raise ValueError(
+                f"{value!r} as a fraction is {result:g} x 100 %: write a percentage ('{value}%') "
+                "or a fraction below 1 (0.01)"
+            )
+    else:
+        raise ValueError("expected a fraction (0.01) or a percentage ('1%')")
+    if not 0 <= result <= 1:
+        raise ValueError(f"must be between 0 and 100 %, got {value!r}")
+    return result
+
+
 class Parsed:
     """Annotation metadata: parse the raw value with ``parse`` before
     pydantic checks its type.  pydantic finds ``__get_pydantic_core_schema__``
@@ -104,3 +138,4 @@ Rate = Annotated[float, Parsed(rate_mbit)]
 Duration = Annotated[float, Parsed(duration_ms)]
 Size = Annotated[int, Parsed(size_bytes)]
 Percent = Annotated[float, Parsed(percent)]
+Fraction = Annotated[float, Parsed(fraction)]
