@@ -257,6 +257,38 @@ def test_metrics_of_a_hand_built_exchange(tmp_path):
     assert (held["ofo_bytes"] == 1000).all() and ofo[ofo.t >= 1.0]["ofo_bytes"].eq(0).all()
 
 
+def fec_option(flags: int, exid: int = 0xFEC0) -> bytes:
+    """TCP-dFEC's option (docs/fec.md): kind 253 (RFC 6994), ExID, flags (0x01 ENCODED)."""
+    return bytes([253, 6]) + struct.pack(">H", exid) + bytes([flags, 0])
+
+
+def test_fec_packets_are_neither_data_nor_retransmissions(tmp_path):
+    """MPTCP-dFEC: subflow A sends the XOR parity of its block [0, 2000) at
+    t=1.15, with a (XORed, meaningless) DSS mapping; the metrics of the
+    exchange do not change, the parity is counted apart."""
+    idsn = pcap.key_idsn(KEY_S)
+    parity = packet(
+        S1, C1, 5201, 40000, 100 + 1, 1, 0x18, 1000,
+        dss(dack=1, dsn=idsn ^ 0xDEADBEEF, ssn=77, dlen=1000) + fec_option(0x01),
+    )  # fmt: skip
+    other = packet(S1, C1, 5201, 40000, 100 + 1, 1, 0x18, 1000, fec_option(0x01, exid=0xABCD))
+    pk = pcap.read(write_pcap(tmp_path / "x.pcap", [(1.0, parity), (1.1, other)]))
+    assert pk.fec_len.tolist() == [1000, 0] and pk.paylen.tolist() == [0, 1000]  # not our ExID
+    assert pk.dss.tolist()[0] == 0  # the XORed mapping is not read
+    f = write_pcap(tmp_path / "client-eth0.pcap", sorted([*_exchange(), (1.15, parity)]))
+    res = pcap.analyze({"client": pcap.read(f)}, [C1, C2], [S1, S2])
+    sf = res.subflows[res.subflows.direction == "s2c"].set_index("path")
+    assert sf.loc[1, "bytes_wire"] == 3000 and sf.loc[1, "bytes_unique"] == 2000
+    assert sf.loc[1, "retrans_segs"] == 1 and sf.loc[1, "reinjected_bytes"] == 0
+    assert sf.loc[1, "fec_packets"] == 1 and sf.loc[1, "fec_bytes"] == 1000
+    assert sf.loc[2, "fec_packets"] == 0
+    conn = res.connections.set_index("direction").loc["s2c"]
+    assert conn["data_bytes"] == 3000 and conn["reinjected_bytes"] == 1000
+    assert conn["ofo_bytes_max"] == 1000 and conn["hol_delay_max_ms"] == pytest.approx(
+        500, abs=0.01
+    )
+
+
 def test_a_missing_handshake_falls_back_to_data_sequence_numbers(tmp_path):
     pk = [p for p in _exchange() if p[0] >= 0.5]  # capture started late: no SYNs, no keys
     res = pcap.analyze(

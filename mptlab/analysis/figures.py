@@ -51,6 +51,9 @@ UNITS = {
     "cwnd": "segments",
     "ofo_bytes": "bytes",
     "in_flight": "segments",
+    "fec_ratio": "data segments per FEC packet",
+    "fec_ratio_mean": "segments",
+    "fec_overhead": "share of packets",
 }
 
 
@@ -301,6 +304,31 @@ def timeseries(
                 _no_data(ax, f)
             ax.set_ylabel(label(f), fontsize=8)
         axes[-1].set_xlabel("time since workload start [s]")
+        fig.suptitle(title or run_id, fontsize=9)
+        fig.tight_layout()
+    return fig
+
+
+def fec_ratio(fr: pd.DataFrame, run_id: str, title: str | None = None, max_sockets: int = 6):
+    """One run's dynamic FEC ratio over time (``traces/fec-ratio.csv``, the
+    ``fec_ratio`` table): one line per socket that re-evaluated it, the
+    busiest first (the thesis's Fig. 6.4: the first 10 s of a bulk transfer)."""
+    g = fr[fr["run_id"] == run_id] if len(fr) else fr
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6.4, 2.6))
+        if not len(g):
+            _no_data(ax, "FEC ratio events")
+        else:
+            busiest = g["socket"].value_counts().index[:max_sockets]
+            for i, sock in enumerate(busiest):
+                h = g[g["socket"] == sock].sort_values("t")
+                path = h["path"].iloc[0] if "path" in h else None
+                lab = f"path {int(path)}: {sock}" if path is not None and pd.notna(path) else sock
+                ax.step(h["t_rel"], h["ratio"], where="post", lw=1, color=COLORS[i % 10], label=lab)
+            ax.set_yscale("log", base=2)
+            ax.legend(frameon=False, fontsize=7, loc="best")
+        ax.set_ylabel(label("fec_ratio"), fontsize=8)
+        ax.set_xlabel("time since workload start [s]")
         fig.suptitle(title or run_id, fontsize=9)
         fig.tight_layout()
     return fig

@@ -28,11 +28,13 @@ from .. import rundir
 from ..rundir import CampaignDir, RunDir, RunDirError
 
 STORE = "analysis"
-SCHEMA = 3  # bump when tables change: the next ingest rebuilds the store
+SCHEMA = 4  # bump when tables change: the next ingest rebuilds the store
 TABLES = [
     "runs",
     "kernel_connections",
     "kernel_subflows",
+    "kernel_fec",
+    "fec_ratio",
     "ss",
     "mptcp",
     "kernel_ofo",
@@ -212,6 +214,13 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
         # what the background flows got, all pairs together: the competing
         # TCP flows' goodput in the congestion-control pre-study
         row["bg_received_mbps"] = float(sum(p.get("received_mbps") or 0.0 for p in pairs))
+        if any("tcp_out_segs" in p for p in pairs):
+            # what the background TCP flows lost (retransmitted), all pairs together: the
+            # FEC chapter's fairness test (docs/fec.md)
+            out_segs = sum(p.get("tcp_out_segs") or 0 for p in pairs)
+            retrans = sum(p.get("tcp_retrans_segs") or 0 for p in pairs)
+            row["bg_tcp_retrans_segs"] = float(retrans)
+            row["bg_tcp_retrans_share"] = retrans / out_segs if out_segs else np.nan
     series = []
     for name, values in {**lists, **bg_lists}.items():
         for i, v in enumerate(values):
@@ -241,6 +250,23 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
         subs = subs[subs["token"].notna() & (subs["token"] != "00000000")]
         tables["kernel_subflows"] = subs.drop(columns=["event"], errors="ignore")
     row.update(_kernel_summary(conns, subs))
+    fec = pd.DataFrame(kc.get("fec") or [])  # kernel.fec runs: every FEC socket (docs/fec.md)
+    if len(fec):
+        tables["kernel_fec"] = fec.drop(columns=["event"], errors="ignore")
+    fec_ratio = _read_fec_ratio(rd.trace(rundir.FEC_RATIO_EVENTS))
+    if fec_ratio is not None and len(fec_ratio):
+        fec_ratio["t_rel"] = fec_ratio["t"] - t0 if t0 else np.nan
+        fec_ratio["socket"] = (
+            fec_ratio["saddr"]
+            + ":"
+            + fec_ratio["sport"].astype(str)
+            + ">"
+            + fec_ratio["daddr"]
+            + ":"
+            + fec_ratio["dport"].astype(str)
+        )
+        fec_ratio["path"] = [_path_of(a, addresses) for a in fec_ratio["saddr"]]
+        tables["fec_ratio"] = fec_ratio
     # time series from the samplers
     for host in ("client", "server"):
         for kind, table in (("subflows", "ss"), ("mptcp", "mptcp")):
@@ -379,6 +405,17 @@ def _read_ofo_events(path: Path) -> pd.DataFrame | None:
         return pd.read_csv(path, dtype={"token": "string"})
     except (ValueError, pd.errors.ParserError) as exc:
         raise IngestError(f"{path}: not an OFO event CSV: {exc}") from None
+
+
+def _read_fec_ratio(path: Path) -> pd.DataFrame | None:
+    """``traces/fec-ratio.csv``: every re-evaluation of a socket's dynamic FEC
+    ratio (``t, saddr, sport, daddr, dport, ratio, residual, srtt_us``)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    try:
+        return pd.read_csv(path, dtype={"saddr": "string", "daddr": "string"})
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise IngestError(f"{path}: not an FEC ratio CSV: {exc}") from None
 
 
 def ofo_bins(events: pd.DataFrame | None, bin_s: float = OFO_BIN_S) -> pd.DataFrame:

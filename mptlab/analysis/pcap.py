@@ -22,7 +22,9 @@ Analysis (:func:`analyze`):
   but fall inside the subflow's last mapping;
 - per subflow and capture host: packets, payload bytes on the wire, unique
   subflow bytes (the sequence space covered), TCP retransmissions (segments
-  below the highest sequence already sent), and MPTCP reinjections (data
+  below the highest sequence already sent), TCP-dFEC's FEC packets (option
+  253, ExID 0xFEC0, ENCODED: parity, counted apart, never as data or as a
+  retransmission; docs/fec.md), and MPTCP reinjections (data
   bytes already carried by an earlier *first* transmission under another
   subflow mapping; redundant copies count as reinjections too);
 - at the receiver (the capture host that owns the destination address): the
@@ -75,6 +77,11 @@ FIN, SYN, RST, PSH, ACK = 0x01, 0x02, 0x04, 0x08, 0x10
 MP_CAPABLE, MP_JOIN, DSS = 0, 1, 2
 DSS_A, DSS_a, DSS_M, DSS_m, DSS_F = 0x01, 0x02, 0x04, 0x08, 0x10
 
+# TCP-dFEC's option (docs/fec.md): RFC 6994 experimental option 253 with
+# ExID 0xFEC0; the byte after the ExID holds its flags, 0x01 = ENCODED (an
+# FEC packet: XOR parity of a block, not data)
+FEC_KIND, FEC_EXID, FEC_ENCODED = 253, 0xFEC0, 0x01
+
 CHUNK = 1 << 20  # packets decoded at once
 WINDOW = 18 + 60 + 60  # bytes per packet gathered: link (<=18) + IPv4 (<=60) + TCP (<=60)
 U32 = 1 << 32
@@ -105,6 +112,7 @@ FIELDS = {
     "key_a": np.uint64,  # MP_CAPABLE sender's key (0: absent)
     "key_b": np.uint64,  # MP_CAPABLE receiver's key (0: absent)
     "token": np.uint32,  # MP_JOIN SYN: the receiver's token (0: absent)
+    "fec_len": np.int64,  # TCP-dFEC FEC packet: its parity payload (paylen is then 0), else 0
 }
 
 
@@ -404,7 +412,19 @@ def _decode(data, start, caplen, ts, linktypes) -> Packets:
         "win": _be(T[:, 14:16]).astype(np.uint16),
         "paylen": np.maximum(iplen - ihl[keep] - doff, 0),
     }
-    for k in ("mp_sub", "mp_ver", "dss", "dack", "dsn", "ssn", "dlen", "key_a", "key_b", "token"):
+    for k in (
+        "mp_sub",
+        "mp_ver",
+        "dss",
+        "dack",
+        "dsn",
+        "ssn",
+        "dlen",
+        "key_a",
+        "key_b",
+        "token",
+        "fec_len",
+    ):
         cols[k] = np.zeros(m, FIELDS[k])
     cols["mp_sub"][:] = -1
     # ---- TCP options: walk all packets' option lists in lock-step
@@ -414,6 +434,7 @@ def _decode(data, start, caplen, ts, linktypes) -> Packets:
     end = avail[rows]
     dss_pos = np.full(m, -1, np.int64)
     mpc_pos = np.full(m, -1, np.int64)
+    fec = np.zeros(m, bool)
     for _ in range(40):
         active = cur < end
         if not active.any():
@@ -432,6 +453,12 @@ def _decode(data, start, caplen, ts, linktypes) -> Packets:
             dss_pos[r[d]] = c[d]
             j = (sub == MP_CAPABLE) | (sub == MP_JOIN)
             mpc_pos[r[j]] = c[j]
+        fo = (kind == FEC_KIND) & (olen >= 5) & ~bad
+        if fo.any():
+            r, c = rows[fo], cur[fo]
+            exid = (T[r, np.minimum(c + 2, 59)].astype(np.int64) << 8) | T[r, np.minimum(c + 3, 59)]
+            enc = (exid == FEC_EXID) & ((T[r, np.minimum(c + 4, 59)] & FEC_ENCODED) != 0)
+            fec[r[enc]] = True
         step = np.where(nop, 1, olen)
         cur = np.where(eol | bad, end, cur + step)
     # ---- DSS
@@ -481,6 +508,13 @@ def _decode(data, start, caplen, ts, linktypes) -> Packets:
             cols["dsn"][i] = (idsn + 1) % (1 << 64)
             cols["ssn"][i] = 1
             cols["dlen"][i] = (int(D[j, 20]) << 8) | int(D[j, 21])
+    # ---- TCP-dFEC: an FEC packet carries parity, not data, and its DSS option
+    # is XORed too (MPTCP-dFEC).  It counts neither as data nor as a
+    # retransmission: its payload moves to fec_len, its DSS option is ignored
+    if fec.any():
+        cols["fec_len"][fec] = cols["paylen"][fec]
+        cols["paylen"][fec] = 0
+        cols["dss"][fec] = 0
     return Packets(cols)
 
 
@@ -605,6 +639,8 @@ SUBFLOW_COLUMNS = [
     "retrans_segs",
     "retrans_bytes",
     "reinjected_bytes",
+    "fec_packets",
+    "fec_bytes",
     "fin_seen",
     "first_ts",
     "last_ts",
@@ -1021,6 +1057,8 @@ def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[di
                 "retrans_segs": int(retrans.sum()),
                 "retrans_bytes": int(rb.sum()),
                 "reinjected_bytes": 0,
+                "fec_packets": int((pk.fec_len[idx] > 0).sum()),
+                "fec_bytes": int(pk.fec_len[idx].sum()),
                 "fin_seen": bool((pk.flags[idx] & (FIN | RST)).any()),
                 "first_ts": float(pk.ts[idx[0]]),
                 "last_ts": float(pk.ts[idx[-1]]),

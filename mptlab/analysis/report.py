@@ -34,7 +34,17 @@ from . import figures, ingest, reproduce, stats
 
 # kernel counters worth a look per variant: drops, pruning, out-of-order
 # queueing, retransmissions, timeouts, MPTCP reinjections (name patterns)
-NSTAT_PATTERNS = ("prune", "drop", "ofo", "retrans", "timeout", "reinject", "collapse", "overflow")
+NSTAT_PATTERNS = (
+    "prune",
+    "drop",
+    "ofo",
+    "retrans",
+    "timeout",
+    "reinject",
+    "collapse",
+    "overflow",
+    "fec",  # TCP-dFEC: TCPFECSent, TCPFECRecovered, TCPFECFailed (docs/fec.md)
+)
 
 CSS = """
 body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;
@@ -135,6 +145,15 @@ MPTCP_METRICS = (
     "pcap_hol_delay_mean_ms",
     "pcap_hol_delay_p95_ms",
 )
+# TCP-dFEC's, in runs with kernel.fec (absent, not 0, without FEC: docs/fec.md)
+FEC_METRICS = (
+    "fec_overhead",
+    "fec_ratio_mean",
+    "fec_sent",
+    "fec_recovered",
+    "fec_failed",
+    "fec_residual",
+)
 # what a run cost the host: emulator health, not a result ("Run health")
 HEALTH_METRICS = ("host_cpu_s", "host_cpu_wait_s", "host_cpu_wait_share")
 STARVED_SHARE = 0.10  # host_cpu_wait_share above this: `mptlab run` warned (starved)
@@ -167,7 +186,7 @@ def key_metrics(runs: pd.DataFrame, wanted: list[str] | None = None) -> list[str
         (c for c in runs.columns if c.startswith("path") and c.endswith("_share")),
         key=lambda c: (len(c), c),
     )
-    extra = [c for c in (*MPTCP_METRICS, *shares) if _has_values(ok, c)]
+    extra = [c for c in (*FEC_METRICS, *MPTCP_METRICS, *shares) if _has_values(ok, c)]
     return primary + extra
 
 
@@ -438,6 +457,22 @@ def build(
             )
             p = figures.save(fig, fig_dir, "ts-" + run_id.replace("/", "_"))
             parts.append(_img(p["png"], f"{g}: {run_id}", p["pdf"], out.parent))
+        parts.append("</div>")
+    fr = ingest.load_table(root, "fec_ratio")
+    if len(fr):
+        parts.append(
+            "<h3>FEC ratio over time (the dynamic ratio's re-evaluations, every 3 RTTs; "
+            "the run closest to each variant's median "
+            f"{esc(fmetrics[0] if fmetrics else '')})</h3><div class='figs'>"
+        )
+        with_fec = set(fr["run_id"])
+        reps = _representative(
+            runs[runs["run_id"].isin(with_fec)], fmetrics[0] if fmetrics else None, by
+        )
+        for g, run_id in reps[:max_timeseries]:
+            fig = figures.fec_ratio(fr, run_id, title=f"{g}: {run_id}")
+            p = figures.save(fig, fig_dir, "fec-ratio-" + run_id.replace("/", "_"))
+            parts.append(_img(p["png"], f"FEC ratio, {g}: {run_id}", p["pdf"], out.parent))
         parts.append("</div>")
     # ---- run health: what the runs cost the host, and which did not end ok
     parts.append(_health_section(runs, order, by, health))

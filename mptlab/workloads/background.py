@@ -246,7 +246,11 @@ def _counters(ns: str, dev: str) -> dict:
         if head[0] == "Udp:":
             out.update(udp_in=int(table["InDatagrams"]), udp_out=int(table["OutDatagrams"]))
         elif head[0] == "Tcp:":
-            out.update(tcp_in=int(table["InSegs"]), tcp_out=int(table["OutSegs"]))
+            out.update(
+                tcp_in=int(table["InSegs"]),
+                tcp_out=int(table["OutSegs"]),
+                tcp_retrans=int(table.get("RetransSegs", 0)),
+            )
     out["t"] = time.time()
     return out
 
@@ -445,6 +449,10 @@ def stop(ctx) -> dict:
             mbps = f.mean_mbps(on / (on + off))
             configured += mbps or 0.0
         sent, _ = payload_bytes(info["before_s"], after[n][0], "tx")
+        # what the pair's TCP flows lost: the sender namespace's retransmitted
+        # segments (it holds only this pair's flows; Linux counts them in OutSegs)
+        tcp_out = after[n][0]["tcp_out"] - info["before_s"]["tcp_out"]
+        tcp_retrans = after[n][0].get("tcp_retrans", 0) - info["before_s"].get("tcp_retrans", 0)
         received, wire = payload_bytes(info["before_r"], after[n][1], "rx")
         scheduled = sum(scheduled_bytes(f, t0, t1) for f in mine)
         ratio = sent / scheduled if scheduled else None
@@ -468,6 +476,9 @@ def stop(ctx) -> dict:
                 "received_wire_mbps": wire * 8 / window / 1e6,
                 "received_pps": (after[n][1]["rx_packets"] - info["before_r"]["rx_packets"])
                 / window,
+                "tcp_out_segs": tcp_out,
+                "tcp_retrans_segs": tcp_retrans,
+                "tcp_retrans_share": tcp_retrans / tcp_out if tcp_out else None,
                 "sent_vs_scheduled": ratio,
                 "load_ok": None if ratio is None else abs(ratio - 1) <= LOAD_TOLERANCE,
                 "extra_delay_ms": sorted(set(state["rtt"].get(n, {}).values())),
