@@ -516,3 +516,18 @@ def test_the_report_lists_fec_metrics_and_draws_the_ratio(tmp_path):
     fig = figures.fec_ratio(rt.tables["fec_ratio"].assign(run_id="x/v/rep-000"), "x/v/rep-000")
     paths = figures.save(fig, tmp_path, "fec-ratio")
     assert paths["png"].stat().st_size > 0
+
+
+def test_background_losses_are_summed_over_pairs(tmp_path):
+    rd = _run_dir(tmp_path, False)
+    result = json.loads(rd.file(rundir.RESULT).read_text())
+    result["background"] = {
+        "pairs": [
+            {"pair": 1, "received_mbps": 5.0, "tcp_out_segs": 1000, "tcp_retrans_segs": 30},
+            {"pair": 2, "received_mbps": 1.0, "tcp_out_segs": 500, "tcp_retrans_segs": 0},
+        ]
+    }
+    rd.write_result(result)
+    row = ingest.read_run(rd, "x/v/rep-000", "x").row
+    assert row["bg_tcp_retrans_segs"] == 30 and row["bg_tcp_retrans_share"] == pytest.approx(0.02)
+    assert row["bg_received_mbps"] == 6.0
