@@ -441,16 +441,16 @@ def test_the_agent_writes_fec_metrics_only_when_fec_was_asked_for():
 
 
 # ------------------------------------------------------------ analysis
-def _run_dir(tmp_path: Path, fec_on_: bool) -> rundir.RunDir:
-    rd = rundir.RunDir(tmp_path / "c" / "runs" / "v" / "rep-000")
+def _run_dir(tmp_path: Path, fec_on_: bool, variant: str = "v", rep: int = 0) -> rundir.RunDir:
+    rd = rundir.RunDir(tmp_path / "c" / "runs" / variant / rundir.rep_name(rep))
     rd.traces.mkdir(parents=True)
     kernel = {"mptcp": False, "tcp_path": 1, "scheduler": "default", "fec": None}
     rd.file(rundir.SPEC).write_text(
         json.dumps(
             {
                 "experiment": "e",
-                "variant": "v",
-                "repetition": 0,
+                "variant": variant,
+                "repetition": rep,
                 "seed": 1,
                 "variant_keys": {},
                 "config": {"kernel": kernel, "workload": {"type": "bulk"}},
@@ -459,7 +459,7 @@ def _run_dir(tmp_path: Path, fec_on_: bool) -> rundir.RunDir:
     )
     rd.write_run_info({"status": "ok", "seconds": 10})
     records = fec.annotate(tracepoints.parse(TCP_TRACE), path_of, host_of)
-    metrics = {"goodput_mbps": 10.0}
+    metrics = {"goodput_mbps": 10.0 + rep}
     kc: dict = {"connections": [], "subflows": []}
     if fec_on_:
         metrics.update(fec.metrics(records, []))
@@ -531,3 +531,11 @@ def test_background_losses_are_summed_over_pairs(tmp_path):
     row = ingest.read_run(rd, "x/v/rep-000", "x").row
     assert row["bg_tcp_retrans_segs"] == 30 and row["bg_tcp_retrans_share"] == pytest.approx(0.02)
     assert row["bg_received_mbps"] == 6.0
+
+
+def test_a_campaign_with_and_without_fec_reports_both(tmp_path):
+    for rep in (0, 1):
+        _run_dir(tmp_path, False, "mode=off", rep)
+        _run_dir(tmp_path, True, "mode=dynamic", rep)
+    html = report.build(tmp_path / "c", pcap=False).read_text()
+    assert "FEC ratio over time" in html and "fec_overhead" in html and "mode=off" in html
