@@ -11,11 +11,10 @@ nothing when the guest runs on real time.  Standard library only.
 
 from __future__ import annotations
 
-import hashlib
 import os
-import shutil
-import subprocess
 from pathlib import Path
+
+from . import native
 
 SOURCE = Path(__file__).with_name("spin_sleep.c")
 ENV = "MPTLAB_SPIN_SLEEP"
@@ -23,26 +22,8 @@ ENV = "MPTLAB_SPIN_SLEEP"
 
 def build(cache: Path) -> Path:
     """The library for this source, built into ``cache/helpers/`` unless it is
-    there (keyed by the source's hash); ``RuntimeError`` saying why it cannot be."""
-    source = SOURCE.read_bytes()
-    target = cache / "helpers" / f"spin_sleep-{hashlib.sha256(source).hexdigest()[:16]}.so"
-    if target.exists():
-        return target
-    cc = shutil.which("cc") or shutil.which("gcc")
-    if cc is None:
-        raise RuntimeError("no C compiler (cc) on the host to build spin_sleep.so")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f"{target.name}.tmp.{os.getpid()}")
-    proc = subprocess.run(
-        [cc, "-shared", "-fPIC", "-O2", "-Wall", "-o", str(tmp), str(SOURCE), "-ldl"],
-        capture_output=True,
-        text=True,
-    )
-    if proc.returncode != 0:
-        tmp.unlink(missing_ok=True)
-        raise RuntimeError(f"building spin_sleep.so failed: {proc.stderr.strip()[-300:]}")
-    tmp.replace(target)
-    return target
+    there (``native.build``); ``RuntimeError`` saying why it cannot be."""
+    return native.build(SOURCE, cache, shared=True, libs=("-ldl",))
 
 
 def prefix() -> list[str]:
