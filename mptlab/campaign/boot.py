@@ -440,6 +440,12 @@ def boot(
     guest_env = {**CLOCK_ENV[clock], **(env or {})}
     host_cpu = None
     prefix: list[str] = []
+    # the background replayer (workloads.helpers.bgtraffic), under both clocks;
+    # without it (no C compiler) only generator: d-itg background entries run
+    from ..workloads.helpers import bgtraffic
+
+    with contextlib.suppress(RuntimeError):
+        guest_env[bgtraffic.ENV] = str(bgtraffic.build(home.cache_dir()))
     if clock == "virtual":
         guest_env["MPTLAB_GUEST_TIMEOUT"] = f"{timeout:.3f}"
         # for programs that busy-loop on select() (workloads.helpers.spin); without

@@ -1,0 +1,559 @@
+// SPDX-License-Identifier: MIT
+/*
+ * bgtraffic: mptlab's background-traffic replayer (mptlab/workloads/background.py).
+ * Built on the host (mptlab.workloads.helpers.bgtraffic), run in the guest's
+ * network namespaces:
+ *
+ *   bgtraffic send DEST SCHEDULE        one per background pair, in its sender
+ *   bgtraffic recv SCHEDULE SIGNAL_PORT one per background pair, in its receiver
+ *
+ * Why not D-ITG: mptlab draws every packet's time and size itself, so the
+ * generator only has to replay a schedule.  In a UML guest every system call
+ * costs 15-70 us of host CPU (ptrace), and D-ITG spends ~9.4 of them per
+ * packet (sender ~1.7 select + ~3.7 gettimeofday + 1 send; receiver 2 recv +
+ * 1 gettimeofday + wakeups): ~10.6 s of the 24.4 s of host CPU of a
+ * blest-3g-wlan run.  Here the sender pays ~2 per packet (one absolute sleep,
+ * one send; packets due at the same microsecond share the sleep) and the
+ * receiver a few per 64 KiB of TCP and per tick of UDP.
+ *
+ * Schedule (text, written by background.py; times already merged and sorted):
+ *
+ *   flows N
+ *   KIND PORT            N lines, KIND tcp | udp | greedy; flow i is line i
+ *   packets M
+ *   US FLOW SIZE         M lines: due time (us after t0), flow index, payload
+ *
+ * Sender: connects every TCP flow (Nagle on and SO_REUSEADDR only, as D-ITG),
+ * connect()s a UDP socket per UDP flow, forks a writer per greedy flow, then
+ * takes t0 (CLOCK_MONOTONIC, printed as "t0 SEC.NSEC" so that background.py
+ * can line its counters up with the schedule) and replays the timeline.  The
+ * clock is read once: under UML virtual time a clock read advances guest time
+ * by only 256 ns, so any loop on the clock would freeze the guest.  A TCP send
+ * that blocks (full send buffer) delays the later packets, none is dropped;
+ * after a stall the late packets go out at once (absolute deadlines), where
+ * D-ITG's relative waits lose the time.  No randomness, no wall clock: under
+ * virtual time a run repeats exactly.
+ *
+ * Receiver: listens on every TCP flow's port, binds every UDP flow's port,
+ * then listens on SIGNAL_PORT (last: the agent's readiness signal, as
+ * ITGRecv's control port).  TCP data wakes it only per RCV_LOWAT bytes (the
+ * kernel still wakes it early when the window would close); UDP sockets are
+ * drained every TICK_MS with recvmmsg().  SIGINT/SIGTERM: prints what it got
+ * per flow and exits.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+enum kind { K_TCP, K_UDP, K_GREEDY };
+
+/* greedy writes: big enough that a 25 Mbit/s flow costs ~25 writes/s */
+#define GREEDY_CHUNK (128 * 1024)
+/* TCP receive wake-up threshold: a 157 pps x 1000 B flow wakes ~2.4 times/s */
+#define RCV_LOWAT (64 * 1024)
+#define READ_BUF (256 * 1024)
+/*
+ * UDP: drained every TICK_MS.  4 MiB of receive buffer holds ~1800
+ * datagrams (~2.3 KB of memory each): 9000 datagrams/s per flow between
+ * ticks, 9x the largest preset rate (fec: 995 pps).
+ */
+#define TICK_MS 200
+#define UDP_RCVBUF (4 << 20)
+#define BATCH 64
+#define DGRAM_MAX 4096 /* payloads are at most 1960 B (1400 B x 1.4) */
+#define PKT_MAX 65507 /* the largest UDP payload */
+#define CONNECT_WAIT_MS 30000 /* a handshake over the slowest link takes < 1 s */
+
+struct flow {
+	enum kind kind;
+	int port;
+	int fd;
+	uint64_t bytes; /* receiver: payload read */
+	uint64_t dgrams; /* receiver: UDP datagrams read */
+	int dead; /* sender: a TCP send failed, the flow's packets are skipped */
+};
+
+struct pkt {
+	uint64_t us;
+	uint32_t flow;
+	uint32_t size;
+};
+
+static struct flow *flows;
+static int nflows;
+static struct pkt *pkts;
+static long npkts;
+static char buf[READ_BUF]; /* payload (zeros) and read buffer */
+
+static void die(const char *what)
+{
+	fprintf(stderr, "bgtraffic: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void bad(const char *path, const char *what)
+{
+	fprintf(stderr, "bgtraffic: %s: %s\n", path, what);
+	exit(2);
+}
+
+/* Reads the flows and, if @with_packets, the packets of a schedule file. */
+static void load(const char *path, int with_packets)
+{
+	char kind[16];
+	FILE *f = fopen(path, "r");
+	long i;
+
+	if (!f)
+		die(path);
+	if (fscanf(f, " flows %d", &nflows) != 1 || nflows < 1)
+		bad(path, "expected 'flows N'");
+	flows = calloc(nflows, sizeof(*flows));
+	if (!flows)
+		die("calloc");
+	for (i = 0; i < nflows; i++) {
+		struct flow *fl = &flows[i];
+
+		if (fscanf(f, " %15s %d", kind, &fl->port) != 2 || fl->port < 1 || fl->port > 65535)
+			bad(path, "expected 'KIND PORT'");
+		if (!strcmp(kind, "tcp"))
+			fl->kind = K_TCP;
+		else if (!strcmp(kind, "udp"))
+			fl->kind = K_UDP;
+		else if (!strcmp(kind, "greedy"))
+			fl->kind = K_GREEDY;
+		else
+			bad(path, "flow kind must be tcp, udp or greedy");
+		fl->fd = -1;
+	}
+	if (!with_packets)
+		goto out;
+	if (fscanf(f, " packets %ld", &npkts) != 1 || npkts < 0)
+		bad(path, "expected 'packets M'");
+	pkts = calloc(npkts ? npkts : 1, sizeof(*pkts));
+	if (!pkts)
+		die("calloc");
+	for (i = 0; i < npkts; i++) {
+		struct pkt *p = &pkts[i];
+
+		if (fscanf(f, " %" SCNu64 " %" SCNu32 " %" SCNu32, &p->us, &p->flow, &p->size) != 3)
+			bad(path, "expected 'US FLOW SIZE'");
+		if (p->flow >= (uint32_t)nflows || flows[p->flow].kind == K_GREEDY)
+			bad(path, "packet of an unknown or greedy flow");
+		if (p->size < 1 || p->size > PKT_MAX)
+			bad(path, "payload size out of range");
+		if (i && p->us < pkts[i - 1].us)
+			bad(path, "packets not in time order");
+	}
+out:
+	fclose(f);
+}
+
+/* ------------------------------------------------------------------ sender */
+
+/*
+ * Opens every TCP connection at once (one handshake time in all, not one
+ * per flow), then makes the sockets blocking again.
+ */
+static void connect_tcp(const struct sockaddr_in *dest)
+{
+	struct pollfd *pfd = calloc(nflows, sizeof(*pfd));
+	int i, one = 1, pending = 0;
+
+	if (!pfd)
+		die("calloc");
+	for (i = 0; i < nflows; i++) {
+		struct flow *fl = &flows[i];
+		struct sockaddr_in to = *dest;
+
+		pfd[i].fd = -1;
+		if (fl->kind == K_UDP)
+			continue;
+		fl->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+		if (fl->fd < 0)
+			die("socket");
+		if (setsockopt(fl->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+			die("SO_REUSEADDR");
+		to.sin_port = htons(fl->port);
+		if (connect(fl->fd, (struct sockaddr *)&to, sizeof(to)) && errno != EINPROGRESS)
+			die("connect");
+		pfd[i].fd = fl->fd;
+		pfd[i].events = POLLOUT;
+		pending++;
+	}
+	while (pending) {
+		int n = poll(pfd, nflows, CONNECT_WAIT_MS);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("poll");
+		if (n == 0) {
+			fprintf(stderr, "bgtraffic: TCP connections not up after %d ms\n",
+				CONNECT_WAIT_MS);
+			exit(1);
+		}
+		for (i = 0; i < nflows; i++) {
+			int err = 0;
+			socklen_t len = sizeof(err);
+
+			if (pfd[i].fd < 0 || !pfd[i].revents)
+				continue;
+			if (getsockopt(pfd[i].fd, SOL_SOCKET, SO_ERROR, &err, &len))
+				die("SO_ERROR");
+			if (err) {
+				fprintf(stderr, "bgtraffic: connect to port %d: %s\n",
+					flows[i].port, strerror(err));
+				exit(1);
+			}
+			if (fcntl(pfd[i].fd, F_SETFL, 0))
+				die("fcntl");
+			pfd[i].fd = -1;
+			pending--;
+		}
+	}
+	free(pfd);
+}
+
+static void connect_udp(const struct sockaddr_in *dest)
+{
+	int i;
+
+	for (i = 0; i < nflows; i++) {
+		struct flow *fl = &flows[i];
+		struct sockaddr_in to = *dest;
+
+		if (fl->kind != K_UDP)
+			continue;
+		fl->fd = socket(AF_INET, SOCK_DGRAM, 0);
+		if (fl->fd < 0)
+			die("socket");
+		to.sin_port = htons(fl->port);
+		if (connect(fl->fd, (struct sockaddr *)&to, sizeof(to)))
+			die("connect udp");
+	}
+}
+
+/*
+ * A greedy flow always has data: a child blocks in large writes for as long
+ * as it lives.  It dies with the sender (which the agent ends with SIGKILL).
+ */
+static int start_greedy(void)
+{
+	pid_t parent = getpid();
+	int i, n = 0;
+
+	for (i = 0; i < nflows; i++) {
+		pid_t pid;
+
+		if (flows[i].kind != K_GREEDY)
+			continue;
+		pid = fork();
+		if (pid < 0)
+			die("fork");
+		n++;
+		if (pid)
+			continue;
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL) || getppid() != parent)
+			_exit(0);
+		for (;;) {
+			if (send(flows[i].fd, buf, GREEDY_CHUNK, MSG_NOSIGNAL) < 0 &&
+			    errno != EINTR) {
+				fprintf(stderr, "bgtraffic: greedy flow to port %d: %s\n",
+					flows[i].port, strerror(errno));
+				_exit(1);
+			}
+		}
+	}
+	return n;
+}
+
+/* Writes @len bytes of a paced packet; a TCP send blocks while the buffer is full. */
+static void send_pkt(struct flow *fl, uint32_t len, long *errors)
+{
+	uint32_t done = 0;
+
+	while (done < len) {
+		ssize_t n = send(fl->fd, buf, len - done, MSG_NOSIGNAL);
+
+		if (n >= 0) {
+			done += n;
+			continue;
+		}
+		if (errno == EINTR)
+			continue;
+		/* UDP: ENOBUFS, or ECONNREFUSED from an earlier ICMP error: that one is lost */
+		if (++*errors <= 10)
+			fprintf(stderr, "bgtraffic: send to port %d: %s\n", fl->port, strerror(errno));
+		if (fl->kind == K_TCP)
+			fl->dead = 1;
+		return;
+	}
+}
+
+static int do_send(const char *dest_addr, const char *path)
+{
+	struct sockaddr_in dest = { .sin_family = AF_INET };
+	struct timespec t0, due;
+	uint64_t last_us = 0;
+	long i, errors = 0;
+	int greedy;
+
+	load(path, 1);
+	if (inet_pton(AF_INET, dest_addr, &dest.sin_addr) != 1)
+		bad(dest_addr, "not an IPv4 address");
+	connect_tcp(&dest);
+	connect_udp(&dest);
+	greedy = start_greedy();
+	if (clock_gettime(CLOCK_MONOTONIC, &t0))
+		die("clock_gettime");
+	printf("t0 %lld.%09ld\nflows %d packets %ld greedy %d\n",
+	       (long long)t0.tv_sec, t0.tv_nsec, nflows, npkts, greedy);
+	fflush(stdout);
+	for (i = 0; i < npkts; i++) {
+		struct pkt *p = &pkts[i];
+		struct flow *fl = &flows[p->flow];
+
+		if (fl->dead)
+			continue;
+		/* one sleep per distinct due time; a due time already past returns at once */
+		if (p->us != last_us || i == 0) {
+			uint64_t ns = (uint64_t)t0.tv_nsec + p->us % 1000000 * 1000;
+
+			due.tv_sec = t0.tv_sec + p->us / 1000000 + ns / 1000000000;
+			due.tv_nsec = ns % 1000000000;
+			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
+				;
+			last_us = p->us;
+		}
+		send_pkt(fl, p->size, &errors);
+	}
+	printf("done: %ld packets, %ld send errors\n", npkts, errors);
+	fflush(stdout);
+	/* greedy flows go on until the agent kills the sender (and with it them) */
+	while (greedy)
+		pause();
+	return 0;
+}
+
+/* ---------------------------------------------------------------- receiver */
+
+/* epoll tags: what the event is about, the flow index, the fd */
+enum tag { T_LISTEN, T_DATA, T_SIGNAL_LISTEN, T_TICK, T_SIG };
+
+static uint64_t tag(enum tag t, int flow, int fd)
+{
+	return (uint64_t)t << 56 | (uint64_t)(flow & 0xffffff) << 32 | (uint32_t)fd;
+}
+
+static void watch(int ep, int fd, uint32_t events, uint64_t data)
+{
+	struct epoll_event ev = { .events = events, .data.u64 = data };
+
+	if (epoll_ctl(ep, EPOLL_CTL_ADD, fd, &ev))
+		die("epoll_ctl");
+}
+
+static int listen_on(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int one = 1;
+	int fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
+
+	if (fd < 0)
+		die("socket");
+	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
+		die("SO_REUSEADDR");
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		fprintf(stderr, "bgtraffic: bind TCP port %d: %s\n", port, strerror(errno));
+		exit(1);
+	}
+	if (listen(fd, 64))
+		die("listen");
+	return fd;
+}
+
+static int bind_udp(int port)
+{
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	int size = UDP_RCVBUF;
+	int fd = socket(AF_INET, SOCK_DGRAM, 0);
+
+	if (fd < 0)
+		die("socket");
+	/* FORCE: above net.core.rmem_max (we are root in the guest); else what it allows */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &size, sizeof(size)))
+		setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &size, sizeof(size));
+	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
+		fprintf(stderr, "bgtraffic: bind UDP port %d: %s\n", port, strerror(errno));
+		exit(1);
+	}
+	return fd;
+}
+
+/* Reads a TCP connection until it would block; closes it at its end. */
+static void drain_tcp(int ep, struct flow *fl, int fd)
+{
+	for (;;) {
+		ssize_t n = read(fd, buf, sizeof(buf));
+
+		if (n > 0) {
+			fl->bytes += n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && errno == EAGAIN)
+			return;
+		epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+		close(fd);
+		return;
+	}
+}
+
+/* Reads every queued datagram of every UDP flow, BATCH per call. */
+static void drain_udp(void)
+{
+	static struct mmsghdr msgs[BATCH];
+	static struct iovec iov[BATCH];
+	int i, k, n;
+
+	for (k = 0; k < BATCH; k++) {
+		iov[k].iov_base = buf + k * DGRAM_MAX;
+		iov[k].iov_len = DGRAM_MAX;
+		msgs[k].msg_hdr.msg_iov = &iov[k];
+		msgs[k].msg_hdr.msg_iovlen = 1;
+	}
+	for (i = 0; i < nflows; i++) {
+		struct flow *fl = &flows[i];
+
+		if (fl->kind != K_UDP)
+			continue;
+		do {
+			n = recvmmsg(fl->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+			for (k = 0; k < n; k++)
+				fl->bytes += msgs[k].msg_len;
+			if (n > 0)
+				fl->dgrams += n;
+		} while (n == BATCH || (n < 0 && errno == EINTR));
+	}
+}
+
+static int do_recv(const char *path, const char *signal_port)
+{
+	static const char *const names[] = { "tcp", "udp", "greedy" };
+	struct epoll_event evs[64];
+	struct itimerspec tick = {
+		.it_interval = { TICK_MS / 1000, TICK_MS % 1000 * 1000000L },
+		.it_value = { TICK_MS / 1000, TICK_MS % 1000 * 1000000L },
+	};
+	int ep, sfd, tfd, i, udp = 0, stop = 0;
+	sigset_t sigs;
+
+	load(path, 0);
+	ep = epoll_create1(0);
+	if (ep < 0)
+		die("epoll_create1");
+	sigemptyset(&sigs);
+	sigaddset(&sigs, SIGINT);
+	sigaddset(&sigs, SIGTERM);
+	if (sigprocmask(SIG_BLOCK, &sigs, NULL))
+		die("sigprocmask");
+	sfd = signalfd(-1, &sigs, 0);
+	if (sfd < 0)
+		die("signalfd");
+	watch(ep, sfd, EPOLLIN, tag(T_SIG, 0, sfd));
+	for (i = 0; i < nflows; i++) {
+		struct flow *fl = &flows[i];
+
+		if (fl->kind == K_UDP) {
+			fl->fd = bind_udp(fl->port);
+			udp++;
+		} else {
+			fl->fd = listen_on(fl->port);
+			watch(ep, fl->fd, EPOLLIN, tag(T_LISTEN, i, fl->fd));
+		}
+	}
+	if (udp) {
+		tfd = timerfd_create(CLOCK_MONOTONIC, 0);
+		if (tfd < 0 || timerfd_settime(tfd, 0, &tick, NULL))
+			die("timerfd");
+		watch(ep, tfd, EPOLLIN, tag(T_TICK, 0, tfd));
+	}
+	/* last: once this port listens, every flow's port is ready */
+	i = listen_on(atoi(signal_port));
+	watch(ep, i, EPOLLIN, tag(T_SIGNAL_LISTEN, 0, i));
+
+	while (!stop) {
+		int n = epoll_wait(ep, evs, 64, -1);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			die("epoll_wait");
+		for (i = 0; i < n; i++) {
+			uint64_t d = evs[i].data.u64;
+			int fd = (int)(uint32_t)d, flow = (int)(d >> 32 & 0xffffff);
+			int lowat = RCV_LOWAT;
+			uint64_t ticks;
+
+			switch ((enum tag)(d >> 56)) {
+			case T_LISTEN:
+			case T_SIGNAL_LISTEN:
+				fd = accept4(fd, NULL, NULL, SOCK_NONBLOCK);
+				if (fd < 0)
+					break;
+				if ((enum tag)(d >> 56) == T_SIGNAL_LISTEN) {
+					close(fd);
+					break;
+				}
+				setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
+				watch(ep, fd, EPOLLIN, tag(T_DATA, flow, fd));
+				drain_tcp(ep, &flows[flow], fd);
+				break;
+			case T_DATA:
+				drain_tcp(ep, &flows[flow], fd);
+				break;
+			case T_TICK:
+				if (read(fd, &ticks, sizeof(ticks)) < 0 && errno != EAGAIN)
+					die("timerfd read");
+				drain_udp();
+				break;
+			case T_SIG:
+				stop = 1;
+				break;
+			}
+		}
+	}
+	drain_udp();
+	for (i = 0; i < nflows; i++)
+		printf("flow %d %s port %d bytes %" PRIu64 " datagrams %" PRIu64 "\n", i,
+		       names[flows[i].kind], flows[i].port, flows[i].bytes, flows[i].dgrams);
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	if (argc == 4 && !strcmp(argv[1], "send"))
+		return do_send(argv[2], argv[3]);
+	if (argc == 4 && !strcmp(argv[1], "recv"))
+		return do_recv(argv[2], argv[3]);
+	fprintf(stderr, "usage: bgtraffic send DEST SCHEDULE | bgtraffic recv SCHEDULE SIGNAL_PORT\n");
+	return 2;
+}
