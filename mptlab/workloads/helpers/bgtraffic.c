@@ -75,6 +75,7 @@ enum kind { K_TCP, K_UDP, K_GREEDY };
  */
 #define TICK_MS 200
 #define UDP_RCVBUF (4 << 20)
+#define UDP_SNDBUF (4 << 20)
 #define BATCH 64
 #define DGRAM_MAX 4096 /* payloads are at most 1960 B (1400 B x 1.4) */
 #define PKT_MAX 65507 /* the largest UDP payload */
@@ -86,6 +87,7 @@ struct flow {
 	int fd;
 	uint64_t bytes; /* receiver: payload read */
 	uint64_t dgrams; /* receiver: UDP datagrams read */
+	uint64_t pend; /* sender, TCP: bytes due that the socket has not taken yet */
 	int dead; /* sender: a TCP send failed, the flow's packets are skipped */
 };
 
@@ -231,9 +233,15 @@ static void connect_tcp(const struct sockaddr_in *dest)
 	free(pfd);
 }
 
+/*
+ * UDP datagrams stay charged to their socket while the per-flow RTT's netem
+ * delay holds them on the access link: 995 pps (fec) x 90 ms x ~2.3 KB is
+ * ~206 KB, the default 208 KiB send buffer, and a full one would block the
+ * whole pair.  UDP_SNDBUF holds ~20x that.
+ */
 static void connect_udp(const struct sockaddr_in *dest)
 {
-	int i;
+	int i, size = UDP_SNDBUF;
 
 	for (i = 0; i < nflows; i++) {
 		struct flow *fl = &flows[i];
@@ -244,6 +252,8 @@ static void connect_udp(const struct sockaddr_in *dest)
 		fl->fd = socket(AF_INET, SOCK_DGRAM, 0);
 		if (fl->fd < 0)
 			die("socket");
+		if (setsockopt(fl->fd, SOL_SOCKET, SO_SNDBUFFORCE, &size, sizeof(size)))
+			setsockopt(fl->fd, SOL_SOCKET, SO_SNDBUF, &size, sizeof(size));
 		to.sin_port = htons(fl->port);
 		if (connect(fl->fd, (struct sockaddr *)&to, sizeof(to)))
 			die("connect udp");
@@ -284,26 +294,126 @@ static int start_greedy(void)
 	return n;
 }
 
-/* Writes @len bytes of a paced packet; a TCP send blocks while the buffer is full. */
-static void send_pkt(struct flow *fl, uint32_t len, long *errors)
+/*
+ * A TCP flow whose send buffer is full keeps its due bytes in ->pend and
+ * writes them as its socket takes them, while the other flows keep their
+ * times (as D-ITG's thread per flow would; one blocking send() here would
+ * hold up the whole pair).  Its later packets queue behind (no drop, same
+ * order), so it catches up once the socket drains.  Rare: the send buffer
+ * grows with cwnd (autotuning) and a paced flow sends ~157 KB/s.
+ */
+static struct pollfd *pfd; /* [0]: the timer, then the blocked flows */
+static int *pfd_flow; /* pfd[k] is flow pfd_flow[k] */
+static int timer_fd = -1, nblocked;
+static long nblock_events, errors;
+
+static void send_error(struct flow *fl)
 {
-	uint32_t done = 0;
+	if (++errors <= 10)
+		fprintf(stderr, "bgtraffic: send to port %d: %s\n", fl->port, strerror(errno));
+	if (fl->kind == K_TCP) {
+		fl->dead = 1;
+		fl->pend = 0;
+	}
+}
 
-	while (done < len) {
-		ssize_t n = send(fl->fd, buf, len - done, MSG_NOSIGNAL);
+/* Writes what the socket takes now of a TCP flow's pending bytes. */
+static void tcp_flush(struct flow *fl)
+{
+	while (fl->pend && !fl->dead) {
+		size_t len = fl->pend < sizeof(buf) ? fl->pend : sizeof(buf);
+		ssize_t n = send(fl->fd, buf, len, MSG_DONTWAIT | MSG_NOSIGNAL);
 
-		if (n >= 0) {
-			done += n;
-			continue;
+		if (n > 0)
+			fl->pend -= n;
+		else if (n < 0 && errno == EAGAIN)
+			return;
+		else if (n < 0 && errno != EINTR)
+			send_error(fl);
+	}
+}
+
+/* One paced packet: one send(); a UDP send that fails loses that datagram. */
+static void send_pkt(struct flow *fl, uint32_t len)
+{
+	if (fl->kind == K_UDP) {
+		while (send(fl->fd, buf, len, MSG_NOSIGNAL) < 0) {
+			/* ENOBUFS, or ECONNREFUSED from an earlier ICMP error */
+			if (errno != EINTR) {
+				send_error(fl);
+				return;
+			}
 		}
-		if (errno == EINTR)
-			continue;
-		/* UDP: ENOBUFS, or ECONNREFUSED from an earlier ICMP error: that one is lost */
-		if (++*errors <= 10)
-			fprintf(stderr, "bgtraffic: send to port %d: %s\n", fl->port, strerror(errno));
-		if (fl->kind == K_TCP)
-			fl->dead = 1;
 		return;
+	}
+	if (fl->pend) { /* behind earlier bytes that still wait */
+		fl->pend += len;
+		return;
+	}
+	fl->pend = len;
+	tcp_flush(fl);
+	if (!fl->pend)
+		return;
+	nblocked++;
+	if (++nblock_events <= 10)
+		fprintf(stderr, "bgtraffic: port %d: send buffer full, its packets wait\n",
+			fl->port);
+}
+
+/*
+ * Until @due (absolute CLOCK_MONOTONIC; NULL: until no flow is blocked).
+ * Usually one clock_nanosleep(); with blocked flows a poll() on their
+ * sockets and an absolute timerfd, so the clock is never read here either.
+ */
+static void wait_until(const struct timespec *due)
+{
+	struct itimerspec at = { 0 };
+	int i, n;
+
+	if (!nblocked) {
+		while (due && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, due, NULL) == EINTR)
+			;
+		return;
+	}
+	if (due) {
+		at.it_value = *due;
+		if (timerfd_settime(timer_fd, TFD_TIMER_ABSTIME, &at, NULL))
+			die("timerfd_settime");
+	}
+	for (;;) {
+		n = 1;
+		pfd[0].fd = due ? timer_fd : -1;
+		pfd[0].events = POLLIN;
+		for (i = 0; i < nflows; i++) {
+			if (!flows[i].pend)
+				continue;
+			pfd_flow[n] = i;
+			pfd[n].fd = flows[i].fd;
+			pfd[n++].events = POLLOUT;
+		}
+		if (n == 1 && !due)
+			return;
+		if (poll(pfd, n, -1) < 0) {
+			if (errno == EINTR)
+				continue;
+			die("poll");
+		}
+		for (i = 1; i < n; i++) {
+			struct flow *fl = &flows[pfd_flow[i]];
+
+			if (!pfd[i].revents)
+				continue;
+			tcp_flush(fl);
+			if (!fl->pend)
+				nblocked--;
+		}
+		if (due && pfd[0].revents) {
+			uint64_t expired;
+
+			if (read(timer_fd, &expired, sizeof(expired)) < 0 && errno != EAGAIN)
+				die("timerfd read");
+			return;
+		}
 	}
 }
 
@@ -312,12 +422,17 @@ static int do_send(const char *dest_addr, const char *path)
 	struct sockaddr_in dest = { .sin_family = AF_INET };
 	struct timespec t0, due;
 	uint64_t last_us = 0;
-	long i, errors = 0;
+	long i;
 	int greedy;
 
 	load(path, 1);
 	if (inet_pton(AF_INET, dest_addr, &dest.sin_addr) != 1)
 		bad(dest_addr, "not an IPv4 address");
+	pfd = calloc(nflows + 1, sizeof(*pfd));
+	pfd_flow = calloc(nflows + 1, sizeof(*pfd_flow));
+	timer_fd = timerfd_create(CLOCK_MONOTONIC, 0);
+	if (!pfd || !pfd_flow || timer_fd < 0)
+		die("setup");
 	connect_tcp(&dest);
 	connect_udp(&dest);
 	greedy = start_greedy();
@@ -332,19 +447,20 @@ static int do_send(const char *dest_addr, const char *path)
 
 		if (fl->dead)
 			continue;
-		/* one sleep per distinct due time; a due time already past returns at once */
+		/* one wait per distinct due time; a due time already past returns at once */
 		if (p->us != last_us || i == 0) {
 			uint64_t ns = (uint64_t)t0.tv_nsec + p->us % 1000000 * 1000;
 
 			due.tv_sec = t0.tv_sec + p->us / 1000000 + ns / 1000000000;
 			due.tv_nsec = ns % 1000000000;
-			while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &due, NULL) == EINTR)
-				;
+			wait_until(&due);
 			last_us = p->us;
 		}
-		send_pkt(fl, p->size, &errors);
+		send_pkt(fl, p->size);
 	}
-	printf("done: %ld packets, %ld send errors\n", npkts, errors);
+	wait_until(NULL);
+	printf("done: %ld packets, %ld send errors, %ld times a send buffer was full\n",
+	       npkts, errors, nblock_events);
 	fflush(stdout);
 	/* greedy flows go on until the agent kills the sender (and with it them) */
 	while (greedy)
