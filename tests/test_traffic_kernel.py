@@ -203,6 +203,9 @@ def test_background_presets_produce_their_load(kernel, tmp_path):
                  background: [{preset: blest-wlan-wlan, tcp_flows: 3, udp_flows: 0, seed: 2}]}
               - {name: sbd, background: [{preset: sbd, tcp_flows: 1, udp_flows: 6, seed: 3}]}
               - {name: fec, background: [{preset: fec, tcp_flows: 1, udp_flows: 1, seed: 4}]}
+              - {name: d-itg,
+                 background: [{preset: blest-3g-wlan, tcp_flows: 2, udp_flows: 8, seed: 1,
+                               generator: d-itg}]}
         """,
         jobs=1,
     )
@@ -210,11 +213,23 @@ def test_background_presets_produce_their_load(kernel, tmp_path):
         pairs = result["background"]["pairs"]
         assert [p["pair"] for p in pairs] == [1, 2]
         for p in pairs:
+            assert p["generator"] == ("d-itg" if variant == "d-itg" else "mptlab")
             assert p["window_s"] > 19
-            # what D-ITG delivered is what the seeded schedule offered
+            # what the generator delivered is what the seeded schedule offered
             assert p["received_mbps"] == pytest.approx(p["scheduled_mbps"], rel=0.1), (variant, p)
             assert p["sent_mbps"] == pytest.approx(p["received_mbps"], rel=0.02)
             assert p["load_ok"] is True
+        traces = {f.name for f in (Path(result["_dir"]) / "traces").iterdir()}
+        own = {f"bg-pair{n}-{end}.out" for n in (1, 2) for end in ("send", "recv")}
+        ditg = {f"ditg-bg{n}-{end}.out" for n in (1, 2) for end in ("send0", "recv")}
+        assert (ditg if variant == "d-itg" else own) <= traces, variant
+    for variant in ("base", "d-itg"):  # the schedule names what replayed it
+        sched = json.loads(
+            (Path(res[variant]["_dir"]) / "traces" / "background-schedule.json").read_text()
+        )
+        generator = "d-itg" if variant == "d-itg" else "mptlab"
+        assert sched["generators"] == [generator]
+        assert {f["generator"] for f in sched["flows"]} == {generator}
     # constant TCP flows: the schedule is the preset's rate (3 x 157 pps x 1000 B)
     for p in res["blest-wlan-wlan-tcp"]["background"]["pairs"]:
         assert p["configured_mbps"] == pytest.approx(3 * 157 * 8000 / 1e6)
@@ -224,3 +239,69 @@ def test_background_presets_produce_their_load(kernel, tmp_path):
     )
     assert sum(f["kind"] == "udp" for f in sched["flows"]) == 12
     assert all(50 <= f["pps"] <= 150 for f in sched["flows"] if f["kind"] == "udp")
+
+
+def test_background_replayer_keeps_its_schedule_under_virtual_time(kernel, tmp_path):
+    """Under virtual time the replayer's sender sends the schedule's bytes in
+    the window: no host load in between, TCP and UDP flows on an idle link."""
+    res = run_campaign(
+        kernel,
+        tmp_path,
+        """\
+        experiments:
+          bgv:
+            topology: two-path
+            paths: [lab-20m-40ms, lab-20m-40ms]
+            workload: {type: idle, duration: 20s}
+            timeout: 90s
+            clock: virtual
+            background:
+              - {preset: sbd, tcp_flows: 2, udp_flows: 6, seed: 5}
+        """,
+    )
+    for p in res["base"]["background"]["pairs"]:
+        assert p["generator"] == "mptlab" and p["window_s"] > 19
+        # only packets in flight at the window's edges (netem delay, Nagle) differ
+        assert p["sent_mbps"] == pytest.approx(p["scheduled_mbps"], rel=0.002), p
+        assert p["received_mbps"] == pytest.approx(p["sent_mbps"], rel=0.01), p
+        assert p["tcp_retrans_segs"] == 0
+
+
+def test_background_greedy_flow_fills_its_bottleneck(kernel, tmp_path):
+    """A greedy TCP flow (the sender always has data) gets the link's payload
+    rate, with the replayer as with D-ITG: its receiver never lets the
+    window close.  Under virtual time exactly; on the host's clock (the
+    replayer under real time too) less, with the host's load."""
+    res = run_campaign(
+        kernel,
+        tmp_path,
+        """\
+        experiments:
+          greedy:
+            topology: two-path
+            paths: [lab-20m-40ms, lab-20m-40ms]
+            workload: {type: idle, duration: 15s}
+            timeout: 90s
+            clock: virtual
+            background:
+              - {preset: sbd, pairs: [1], tcp_flows: 0, udp_flows: 0, tcp_greedy: 1,
+                 rtt: [1ms, 1ms], seed: 1}
+            variants:
+              - {name: d-itg,
+                 background: [{preset: sbd, pairs: [1], tcp_flows: 0, udp_flows: 0,
+                               tcp_greedy: 1, rtt: [1ms, 1ms], seed: 1, generator: d-itg}]}
+              - {name: real, clock: real}
+        """,
+    )
+    payload_mbps = 20 * 1448 / 1514  # 20 Mbit/s of full frames (Ethernet, IPv4, TCP + timestamps)
+    got = {}
+    for variant, result in res.items():
+        (p,) = result["background"]["pairs"]
+        assert p["flows"] == {"tcp": 0, "udp": 0, "greedy": 1}
+        assert p["generator"] == ("d-itg" if variant == "d-itg" else "mptlab")
+        got[variant] = p["received_mbps"]
+    # measured: 19.128 Mbit/s with either generator under virtual time; on the
+    # host's clock 16.9 (replayer) and 16.4 (D-ITG) beside a kernel build
+    assert got["base"] == pytest.approx(payload_mbps, rel=0.01)
+    assert got["d-itg"] == pytest.approx(payload_mbps, rel=0.01)
+    assert got["real"] >= 0.7 * payload_mbps

@@ -1,12 +1,18 @@
 """Workload building blocks without the kernel: parameters and their errors,
-page sets, D-ITG log decoding, background schedules, the DASH player on a
-modelled link, frame/block metrics, and content made with ffmpeg."""
+page sets, D-ITG log decoding, background schedules and their replayer (on
+the host's loopback), the DASH player on a modelled link, frame/block
+metrics, and content made with ffmpeg."""
 
 from __future__ import annotations
 
 import json
 import random
+import signal
+import socket
 import statistics
+import subprocess
+import time
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -15,7 +21,7 @@ from mptlab.spec.catalog import Catalog
 from mptlab.spec.workloads import PAGE_SETS, Background, Blocks, Cbr, Dash, Web
 from mptlab.spec.yamlsrc import SpecError
 from mptlab.workloads import background, blocks, cbr, live, web
-from mptlab.workloads.helpers import dash_player, media, pages
+from mptlab.workloads.helpers import bgtraffic, dash_player, media, pages
 
 
 # ------------------------------------------------------------ parameters
@@ -80,6 +86,27 @@ def test_background_entries_are_checked(tmp_path):
         "      - {preset: blest-wlan-wlan, tcp_flows: 2, udp_flows: 3, seed: 4}\n",
     )
     assert ok.expand("t")[0].plan["hosts"].count("bgs1") == 1  # background hosts are built
+
+
+def test_background_generator_is_mptlab_unless_d_itg_is_asked_for(tmp_path):
+    with pytest.raises(
+        SpecError,
+        match=r"c\.yaml:\d+.*background\.0\.generator: value not allowed: .*'mptlab' or 'd-itg'",
+    ):
+        campaign(
+            tmp_path,
+            "{type: idle, duration: 5s}",
+            "      - {preset: sbd, tcp_flows: 1, udp_flows: 1, seed: 1, generator: iperf}\n",
+        )
+    assert Background(preset="sbd", tcp_flows=1, udp_flows=1, seed=1).generator == "mptlab"
+    cat = campaign(
+        tmp_path,
+        "{type: idle, duration: 5s}",
+        "      - {preset: sbd, tcp_flows: 1, udp_flows: 1, seed: 1}\n"
+        "      - {preset: sbd, tcp_flows: 1, udp_flows: 0, seed: 2, generator: d-itg}\n",
+    )
+    entries = cat.expand("t")[0].config["background"]
+    assert [e["generator"] for e in entries] == ["mptlab", "d-itg"]  # reaches the guest
 
 
 def test_other_bad_parameters():
@@ -241,6 +268,104 @@ def test_ditg_idt_files_never_hold_zero():
     values = [float(x) for x in background.idt_lines(times).split()]
     assert min(values) >= 0.001 and values[0] == 500.0
     assert sum(values) == pytest.approx(1250.0, abs=0.01)
+
+
+def test_background_generator_does_not_change_the_schedule():
+    entry = {"preset": "sbd", "tcp_flows": 1, "udp_flows": 3, "seed": 9}
+    own, ditg = flows(entry), flows({**entry, "generator": "d-itg"})
+    assert {f.generator for f in own} == {"mptlab"} and {f.generator for f in ditg} == {"d-itg"}
+    assert [(f.port, f.times, f.sizes) for f in own] == [(f.port, f.times, f.sizes) for f in ditg]
+
+
+def test_replayer_schedule_merges_every_flow_in_time_order():
+    tcp = background.Flow(1, 1, "tcp", 20000, 0, 40.0, times=[0.5, 1.0000004], sizes=[700, 800])
+    udp = background.Flow(1, 1, "udp", 20001, 0, 40.0, times=[0.25, 0.5, 0.5], sizes=[100, 9, 8])
+    greedy = background.Flow(1, 1, "greedy", 20002, 0, 40.0)
+    lines = background.schedule_text([tcp, udp, greedy]).splitlines()
+    assert lines[:5] == ["flows 3", "tcp 20000", "udp 20001", "greedy 20002", "packets 5"]
+    # microseconds; ties: flow order, then the flow's own order (not by size)
+    assert lines[5:] == [
+        "250000 1 100",
+        "500000 0 700",
+        "500000 1 9",
+        "500000 1 8",
+        "1000000 0 800",
+    ]
+    assert len(lines) == 10
+
+
+def test_replayer_schedule_of_a_drawn_pair_keeps_every_packet():
+    fl = [
+        f
+        for f in flows({"preset": "fec", "tcp_flows": 2, "udp_flows": 3, "seed": 3}, horizon=30)
+        if f.pair == 1
+    ]
+    lines = background.schedule_text(fl).splitlines()
+    packets = [tuple(map(int, ln.split())) for ln in lines[len(fl) + 2 :]]
+    assert lines[len(fl) + 1] == f"packets {len(packets)}"
+    assert len(packets) == sum(len(f.times) for f in fl)
+    assert [us for us, _, _ in packets] == sorted(us for us, _, _ in packets)
+    for i, f in enumerate(fl):
+        assert [size for _, k, size in packets if k == i] == f.sizes
+        assert [us for us, k, _ in packets if k == i] == [round(t * 1e6) for t in f.times]
+
+
+def test_replayer_start_is_read_from_its_output():
+    assert background.replayer_t0("t0 12.000256000\nflows 3 packets 9 greedy 0\n") == 12.000256
+    assert background.replayer_t0("bgtraffic: connect to port 20000: refused\n") is None
+
+
+def _free_ports(n: int) -> list[int]:
+    socks = [socket.socket() for _ in range(n)]
+    for s in socks:
+        s.bind(("127.0.0.1", 0))
+    ports = [s.getsockname()[1] for s in socks]
+    for s in socks:
+        s.close()
+    return ports
+
+
+def test_replayer_delivers_its_schedule_on_loopback(tmp_path):
+    """The C replayer on the host: every scheduled byte of every flow arrives,
+    a greedy flow sends more, and the receiver reports on SIGINT."""
+    program = str(bgtraffic.build(tmp_path))
+    assert bgtraffic.build(tmp_path) == Path(program)  # built once
+    ports = _free_ports(5)
+    tcp = background.Flow(1, 1, "tcp", ports[0], 0, 1.0)
+    udp = background.Flow(1, 1, "udp", ports[1], 0, 1.0)
+    udp2 = background.Flow(1, 1, "udp", ports[2], 0, 1.0)
+    greedy = background.Flow(1, 1, "greedy", ports[3], 0, 1.0)
+    rng = random.Random(1)
+    for f in (tcp, udp, udp2):
+        f.times = sorted(rng.uniform(0, 0.5) for _ in range(200))
+        f.sizes = [rng.randint(600, 1400) for _ in f.times]
+    udp2.times = udp.times[:]  # same due times: one sleep for both
+    sched = tmp_path / "pair1.sched"
+    sched.write_text(background.schedule_text([tcp, udp, udp2, greedy]))
+    recv = subprocess.Popen(
+        [program, "recv", str(sched), str(ports[4])], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(200):  # the readiness port is bound last
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", ports[4])) == 0:
+                    break
+            time.sleep(0.01)
+        send = subprocess.Popen(
+            [program, "send", "127.0.0.1", str(sched)], stdout=subprocess.PIPE, text=True
+        )
+        time.sleep(1.5)  # the schedule lasts 0.5 s, the greedy flow as long as the sender
+        send.kill()
+        out = send.communicate()[0]
+        time.sleep(0.3)  # the receiver's last UDP tick
+    finally:
+        recv.send_signal(signal.SIGINT)
+        report = recv.communicate(timeout=10)[0]
+    assert background.replayer_t0(out) is not None and "done: 600 packets, 0 send errors" in out
+    got = {int(ln.split()[4]): int(ln.split()[6]) for ln in report.splitlines()}
+    for f in (tcp, udp, udp2):
+        assert got[f.port] == sum(f.sizes), f.kind
+    assert got[greedy.port] > 10 * sum(tcp.sizes)
 
 
 def test_rtt_classes_are_few_and_add_only_the_missing_delay():

@@ -294,8 +294,10 @@ PRESETS: dict[str, Preset] = {
 
 
 class Background(BaseModel):
-    """One ``background:`` entry: D-ITG flows between the topology's background
-    pairs.  Unset rate fields take the preset's values (``resolved()``)."""
+    """One ``background:`` entry: flows between the topology's background
+    pairs, replayed from a seeded schedule by ``generator`` (mptlab's
+    replayer, or D-ITG).  Unset rate fields take the preset's values
+    (``resolved()``)."""
 
     model_config = ConfigDict(extra="forbid")
     preset: Literal["blest-3g-wlan", "blest-wlan-wlan", "sbd", "fec"]
@@ -314,6 +316,11 @@ class Background(BaseModel):
     rtt: tuple[Duration, Duration] | None = None
     on_off: tuple[Duration, Duration] | None = None
     settle: Duration = Field(1000.0, description="wait after starting, before the workload")
+    generator: Literal["mptlab", "d-itg"] = Field(
+        "mptlab",
+        description="what replays the schedule: mptlab's replayer (workloads/helpers/bgtraffic.c) "
+        "or D-ITG (ITGSend/ITGRecv)",
+    )
 
     @field_validator("pairs")
     @classmethod

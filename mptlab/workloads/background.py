@@ -1,4 +1,4 @@
-"""Background traffic with D-ITG between the topology's background pairs.
+"""Background traffic between the topology's background pairs.
 
 An experiment's ``background:`` list holds entries like::
 
@@ -24,9 +24,19 @@ part above the path's own RTT is added as delay on the sender's access link
 (one netem class per 5-10 ms RTT step, selected by destination port).
 
 Every packet time and size is drawn here, from ``seed`` (combined with the
-run's seed unless ``seed_per_run: false``), and handed to ``ITGSend`` as
-inter-departure-time and size files (``-Ft``/``-Fs``), so the offered load
-is known exactly and recorded (``traces/background-schedule.json``).
+run's seed unless ``seed_per_run: false``), so the offered load is known
+exactly and recorded (``traces/background-schedule.json``).  A generator
+only replays that schedule (the entry's ``generator``):
+
+- ``mptlab`` (default): ``helpers/bgtraffic.c``, one sender and one
+  receiver per pair, fed the pair's flows and merged packet timeline
+  (``schedule_text``).  It costs ~2 guest system calls per packet where
+  D-ITG costs ~9.4, and each costs 15-70 us of host CPU in UML: in
+  blest-3g-wlan that is most of the background's host CPU (numbers in
+  docs/workloads.md).  The sender prints its start time (``t0``,
+  CLOCK_MONOTONIC), which places the schedule's window exactly.
+- ``d-itg``: ``ITGSend`` with inter-departure-time and size files
+  (``-Ft``/``-Fs``) and ``ITGRecv``.
 
 Presets (paper values; what the papers leave open is marked chosen in
 ``mptlab.spec.workloads.PRESETS`` and docs/workloads.md): ``blest-3g-wlan``,
@@ -40,6 +50,7 @@ measured from the namespaces' interface and protocol counters.
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import random
@@ -52,10 +63,14 @@ from typing import Any
 
 from ..guest.netlab import in_netns, wait_listening
 from ..spec.seeds import derive_seed
+from .helpers import bgtraffic
 from .helpers.common import stop as stop_proc
 
-BASE_PORT = 20000  # D-ITG data ports: BASE_PORT + flow index (per run)
-SIGNAL_PORT = 9000
+BASE_PORT = 20000  # data ports: BASE_PORT + flow index (per run)
+SIGNAL_PORT = 9000  # ITGRecv's control port; the replayer's receiver listens there last
+REPLAYER_SIGNAL_PORT = SIGNAL_PORT + 1  # ... or here, beside an ITGRecv on the same pair
+GENERATORS = ("mptlab", "d-itg")
+T0_WAIT_S = 20.0  # the replayer prints t0 once its TCP flows are connected (one handshake)
 MAX_FLOWS_PER_SENDER = 400  # ITGSend 2.8.1 crashes above ~500 flows in one script
 SIZE_SPREAD = 0.4  # payload uniform in mean x [1 - spread, 1 + spread] (chosen)
 PARETO_SHAPE = 1.5  # shape of the ON-period Pareto distribution (chosen)
@@ -79,6 +94,7 @@ class Flow:
     periods: list[tuple[float, float]] = field(default_factory=list)  # ON periods (s)
     times: list[float] = field(default_factory=list, repr=False)
     sizes: list[int] = field(default_factory=list, repr=False)
+    generator: str = "mptlab"  # mptlab | d-itg: what replays the flow
 
     def mean_mbps(self, duty: float) -> float | None:
         if self.kind == "greedy":
@@ -177,6 +193,7 @@ def make_flows(
                     seed=fseed,
                     rtt_ms=rtt,
                     size=size,
+                    generator=getattr(entry, "generator", "mptlab"),
                 )
                 if kind == "tcp":
                     flow.pps = entry.tcp_pps
@@ -224,6 +241,32 @@ def itgsend_line(flow: Flow, dest: str, files: Path, horizon_ms: int) -> str:
     sizes.write_text("\n".join(map(str, flow.sizes or [flow.size])) + "\n")
     proto = "TCP" if flow.kind == "tcp" else "UDP"
     return f"-a {dest} -rp {flow.port} -T {proto} -Ft {idt} -Fs {sizes} -t {horizon_ms}"
+
+
+def schedule_text(flows: list[Flow]) -> str:
+    """The replayer's schedule (``helpers/bgtraffic.c``) for one pair's flows:
+    ``flows N``, one ``KIND PORT`` line per flow (flow i is the i-th), then
+    ``packets M`` and every packet of every flow merged into one timeline,
+    ``US FLOW SIZE`` (due time in microseconds after the replayer's start,
+    flow index, payload bytes), in time order; ties in flow order, then in
+    the flow's own order."""
+    timelines = (
+        [
+            (round(t * 1e6), i, k, size)
+            for k, (t, size) in enumerate(zip(f.times, f.sizes, strict=True))
+        ]
+        for i, f in enumerate(flows)
+    )
+    packets = [f"{us} {i} {size}" for us, i, _, size in heapq.merge(*timelines)]
+    return (
+        "\n".join(
+            [f"flows {len(flows)}"]
+            + [f"{f.kind} {f.port}" for f in flows]
+            + [f"packets {len(packets)}"]
+            + packets
+        )
+        + "\n"
+    )
 
 
 # ------------------------------------------------------------- counters
@@ -327,6 +370,77 @@ def _tc_rtt_lines(dev: str, delays: dict[int, float]) -> list[str]:
     return lines
 
 
+def _start_ditg(ctx, state: dict, n: int, pair, dest: str, flows: list[Flow], files: Path) -> None:
+    """ITGRecv in the receiver, one ITGSend per MAX_FLOWS_PER_SENDER flows in the sender."""
+    horizon_ms = int(ctx.config.timeout)
+    out = open(ctx.trace_dir / f"ditg-bg{n}-recv.out", "w")  # noqa: SIM115
+    recv = ctx.net.popen(pair.receiver, ["ITGRecv"], stdout=out, stderr=subprocess.STDOUT)
+    state["recv"].append((recv, out))
+    wait_listening(ctx.net.ns(pair.receiver), SIGNAL_PORT, recv)
+    for k in range(0, len(flows), MAX_FLOWS_PER_SENDER):
+        script = files / f"pair{n}-{k // MAX_FLOWS_PER_SENDER}.itg"
+        script.write_text(
+            "".join(
+                itgsend_line(f, dest, files, horizon_ms) + "\n"
+                for f in flows[k : k + MAX_FLOWS_PER_SENDER]
+            )
+        )
+        name = f"ditg-bg{n}-send{k // MAX_FLOWS_PER_SENDER}.out"
+        out = open(ctx.trace_dir / name, "w")  # noqa: SIM115
+        send = ctx.net.popen(
+            pair.sender, ["ITGSend", str(script)], stdout=out, stderr=subprocess.STDOUT
+        )
+        state["send"].append((send, out, name))
+
+
+def _start_replayer(
+    ctx, state: dict, n: int, pair, dest: str, flows: list[Flow], files: Path, port: int
+) -> None:
+    """bgtraffic's receiver (ready once it listens on ``port``), then its sender."""
+    program = bgtraffic.program()
+    sched = files / f"pair{n}.sched"
+    sched.write_text(schedule_text(flows))
+    out = open(ctx.trace_dir / f"bg-pair{n}-recv.out", "w")  # noqa: SIM115
+    recv = ctx.net.popen(
+        pair.receiver,
+        [program, "recv", str(sched), str(port)],
+        stdout=out,
+        stderr=subprocess.STDOUT,
+    )
+    state["recv"].append((recv, out))
+    wait_listening(ctx.net.ns(pair.receiver), port, recv)
+    name = f"bg-pair{n}-send.out"
+    out = open(ctx.trace_dir / name, "w")  # noqa: SIM115
+    send = ctx.net.popen(
+        pair.sender, [program, "send", dest, str(sched)], stdout=out, stderr=subprocess.STDOUT
+    )
+    state["send"].append((send, out, name))
+    state["replayers"][n] = (send, ctx.trace_dir / name)
+
+
+def replayer_t0(text: str) -> float | None:
+    """The replayer's start (CLOCK_MONOTONIC s) from its output's ``t0`` line."""
+    for line in text.splitlines():
+        if line.startswith("t0 "):
+            return float(line.split()[1])
+    return None
+
+
+def _wait_t0(proc: subprocess.Popen, out: Path, timeout: float = T0_WAIT_S) -> float:
+    deadline = time.monotonic() + timeout
+    while True:
+        t0 = replayer_t0(out.read_text())
+        if t0 is not None:
+            return t0
+        if proc.poll() is not None or time.monotonic() > deadline:
+            raise RuntimeError(
+                f"background replayer did not start its schedule (exit status "
+                f"{proc.poll()}): {out.read_text().strip()[-300:] or 'no output'} "
+                f"(traces/{out.name})"
+            )
+        time.sleep(0.02)
+
+
 def start(ctx) -> None:
     entries = ctx.config.background
     pairs = _pairs(ctx)
@@ -335,14 +449,21 @@ def start(ctx) -> None:
             "the experiment has background entries, but the topology has no background pairs"
         )
     horizon_s = ctx.config.timeout / 1000
-    horizon_ms = int(ctx.config.timeout)
     bases = {i + 1: base_rtt(ctx, p) for i, p in enumerate(pairs)}
     flows = make_flows(entries, len(pairs), ctx.spec.seed, horizon_s, bases)
     files = Path(
         "/tmp/mptlab-background"
     )  # the guest's tmpfs; the schedule summary goes to traces/
     files.mkdir(parents=True, exist_ok=True)
-    state: dict[str, Any] = {"flows": flows, "recv": [], "send": [], "pairs": {}, "rtt": {}}
+    state: dict[str, Any] = {
+        "flows": flows,
+        "recv": [],
+        "send": [],
+        "pairs": {},
+        "rtt": {},
+        "replayers": {},
+        "t0": {},
+    }
     ctx.background_state = state
     used = sorted({f.pair for f in flows})
     for n in used:
@@ -359,10 +480,6 @@ def start(ctx) -> None:
                 state["rtt"][n] = delays
             except Exception as exc:  # noqa: BLE001 - e.g. a shaped access link: keep the path RTT
                 ctx.log(f"background: per-flow RTTs not emulated on pair {n}: {exc}")
-        out = open(ctx.trace_dir / f"ditg-bg{n}-recv.out", "w")  # noqa: SIM115
-        recv = ctx.net.popen(pair.receiver, ["ITGRecv"], stdout=out, stderr=subprocess.STDOUT)
-        state["recv"].append((recv, out))
-        wait_listening(ctx.net.ns(pair.receiver), SIGNAL_PORT, recv)
         state["pairs"][n] = {
             "sender": pair.sender,
             "receiver": pair.receiver,
@@ -370,39 +487,53 @@ def start(ctx) -> None:
             "dev_s": dev_s,
             "dev_r": dev_r,
         }
-        for k in range(0, len(mine), MAX_FLOWS_PER_SENDER):
-            script = files / f"pair{n}-{k // MAX_FLOWS_PER_SENDER}.itg"
-            script.write_text(
-                "".join(
-                    itgsend_line(f, dest, files, horizon_ms) + "\n"
-                    for f in mine[k : k + MAX_FLOWS_PER_SENDER]
-                )
-            )
-            out = open(ctx.trace_dir / f"ditg-bg{n}-send{k // MAX_FLOWS_PER_SENDER}.out", "w")  # noqa: SIM115
-            send = ctx.net.popen(
-                pair.sender, ["ITGSend", str(script)], stdout=out, stderr=subprocess.STDOUT
-            )
-            state["send"].append((send, out))
-        ctx.log(f"background: pair {n} ({pair.sender} -> {pair.receiver}): {len(mine)} flows")
-    state["t_launch"] = time.time()
+        ditg = [f for f in mine if f.generator == "d-itg"]
+        own = [f for f in mine if f.generator != "d-itg"]
+        if ditg:
+            _start_ditg(ctx, state, n, pair, dest, ditg, files)
+        if own:  # beside an ITGRecv (port 9000) its readiness port moves
+            port = REPLAYER_SIGNAL_PORT if ditg else SIGNAL_PORT
+            _start_replayer(ctx, state, n, pair, dest, own, files, port)
+        ctx.log(
+            f"background: pair {n} ({pair.sender} -> {pair.receiver}): {len(own)} flows "
+            f"replayed by bgtraffic, {len(ditg)} by D-ITG"
+        )
+    state["t_launch"] = time.monotonic()
     time.sleep(max(e.settle for e in entries) / 1000)
-    state["t_start"] = time.time()
+    for n, (proc, out) in state["replayers"].items():
+        state["t0"][n] = _wait_t0(proc, out)
+    state["t_start"] = time.monotonic()
     for info in state["pairs"].values():
         info["before_s"] = _counters(ctx.net.ns(info["sender"]), info["dev_s"])
         info["before_r"] = _counters(ctx.net.ns(info["receiver"]), info["dev_r"])
-    for proc, _ in state["send"]:
+    for proc, _, name in state["send"]:
         if proc.poll() is not None:
             raise RuntimeError(
-                f"ITGSend exited early ({proc.returncode}); see traces/ditg-bg*-send*.out"
+                f"background sender exited early ({proc.returncode}); see traces/{name}"
             )
     _write_schedule(ctx, flows, state)
     ctx.mark("background_start")
+
+
+def _origin(state: dict, flow: Flow) -> float:
+    """When the flow's schedule started (monotonic s): the replayer's t0, or,
+    for D-ITG, when the senders were launched."""
+    return (
+        state["t0"].get(flow.pair, state["t_launch"])
+        if flow.generator != "d-itg"
+        else state["t_launch"]
+    )
 
 
 def _write_schedule(ctx, flows: list[Flow], state: dict) -> None:
     record = {
         "entries": ctx.spec.config["background"],
         "run_seed": ctx.spec.seed,
+        "generators": sorted({f.generator for f in flows}),
+        # when each pair's replayer started its schedule, s after the senders' launch
+        "replayer_start_s": {
+            str(n): round(t0 - state["t_launch"], 6) for n, t0 in sorted(state["t0"].items())
+        },
         "flows": [
             {k: v for k, v in asdict(f).items() if k not in ("times", "sizes")}
             | {
@@ -420,7 +551,7 @@ def stop(ctx) -> dict:
     state = getattr(ctx, "background_state", None)
     if state is None:
         return {}
-    t_stop = time.time()
+    t_stop = time.monotonic()
     after = {
         n: (
             _counters(ctx.net.ns(i["sender"]), i["dev_s"]),
@@ -428,16 +559,16 @@ def stop(ctx) -> dict:
         )
         for n, i in state["pairs"].items()
     }
-    for proc, out in state["send"]:
-        stop_proc(proc, signal.SIGKILL, timeout=5)  # ITGSend's own shutdown takes ~1 s per flow
+    for proc, out, _ in state["send"]:
+        # ITGSend's own shutdown takes ~1 s per flow; bgtraffic's greedy writers
+        # die with their sender (parent-death signal)
+        stop_proc(proc, signal.SIGKILL, timeout=5)
         out.close()
     for proc, out in state["recv"]:
         stop_proc(proc, signal.SIGINT, timeout=5)
         out.close()
     ctx.mark("background_end")
     flows: list[Flow] = state["flows"]
-    t0 = state["t_start"] - state["t_launch"]
-    t1 = t_stop - state["t_launch"]
     window = t_stop - state["t_start"]
     entries = ctx.config.background
     pairs_out = []
@@ -454,13 +585,19 @@ def stop(ctx) -> dict:
         tcp_out = after[n][0]["tcp_out"] - info["before_s"]["tcp_out"]
         tcp_retrans = after[n][0].get("tcp_retrans", 0) - info["before_s"].get("tcp_retrans", 0)
         received, wire = payload_bytes(info["before_r"], after[n][1], "rx")
-        scheduled = sum(scheduled_bytes(f, t0, t1) for f in mine)
+        scheduled = sum(
+            scheduled_bytes(f, state["t_start"] - _origin(state, f), t_stop - _origin(state, f))
+            for f in mine
+        )
         ratio = sent / scheduled if scheduled else None
+        generators = sorted({f.generator for f in mine})
         if ratio is not None and abs(ratio - 1) > LOAD_TOLERANCE:
-            ctx.log(
-                f"background: pair {n} sent {ratio:.2f} x its schedule (D-ITG does not catch up "
-                "after the guest was descheduled: an overloaded host?)"
+            why = (
+                "D-ITG does not catch up after the guest was descheduled: an overloaded host?"
+                if "d-itg" in generators
+                else "a TCP flow's send buffer full for long?"
             )
+            ctx.log(f"background: pair {n} sent {ratio:.2f} x its schedule ({why})")
         pairs_out.append(
             {
                 "pair": n,
@@ -468,6 +605,7 @@ def stop(ctx) -> dict:
                 "receiver": info["receiver"],
                 "path": info["path"],
                 "flows": {k: sum(f.kind == k for f in mine) for k in ("tcp", "udp", "greedy")},
+                "generator": "+".join(generators),
                 "window_s": window,
                 "configured_mbps": configured,
                 "scheduled_mbps": scheduled * 8 / window / 1e6,
