@@ -32,7 +32,7 @@ from .spec import mininet
 from .spec.catalog import Catalog, file_kind
 from .spec.models import ExperimentSpec, Profile, TopologySpec
 from .spec.workloads import Background, Workload
-from .spec.yamlsrc import SpecError, load
+from .spec.yamlsrc import Source, SpecError, load
 
 __all__ = ["Experiment", "KernelNotBuilt", "Results", "experiments_of", "run"]
 
@@ -108,7 +108,8 @@ class Experiment:
         exp = cls.__new__(cls)
         exp.name = name
         exp.catalog = catalog
-        exp._commit(catalog.raw(name))
+        exp.data = catalog.raw(name)
+        exp.spec = catalog.spec(name)  # checked against its file: errors name the line
         return exp
 
     # ----------------------------------------------------------- fields
@@ -159,9 +160,9 @@ class Experiment:
         self.catalog.add_profiles({name: fields})
         return name
 
-    def _commit(self, data: dict) -> None:
+    def _commit(self, data: dict, source: Source | None = None) -> None:
         self.data = data
-        self.catalog.add(self.name, data)
+        self.catalog.add(self.name, data, source)
         self.spec: ExperimentSpec = self.catalog.spec(self.name)  # checks it, SpecError if wrong
 
     # ------------------------------------------------------------- use
@@ -179,7 +180,8 @@ class Experiment:
             new.catalog.add_profiles(changes.pop("profiles"))
         over: dict[str, Any] = {}
         new._set(over, **changes)
-        new._commit(_merge(self.data, over))
+        # an experiment from a file keeps its file for errors (the nearest line)
+        new._commit(_merge(self.data, over), self.catalog.sources[self.name][0])
         return new
 
     def variants(self) -> list[tuple[str, dict]]:

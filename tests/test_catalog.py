@@ -266,3 +266,77 @@ def test_mptbm_is_off_unless_given_and_its_lambda_is_a_matrix_key(tmp_path):
     )
     with pytest.raises(SpecError, match=r"campaign.yaml:\d+: experiments.mine.kernel.mptbm.theta"):
         Catalog.load(campaign(tmp_path, bad)).expand("mine")
+
+
+def test_virtual_time_needs_rate_limited_paths(tmp_path):
+    text = """\
+    profiles:
+      fast: {delay: 5ms, queue: 100 packets}
+    experiments:
+      unshaped:
+        topology: two-path
+        paths: [wlan, fast]
+        workload: {type: bulk, bytes: 1MiB}
+    """
+    cat = Catalog.load(campaign(tmp_path, text))
+    assert cat.raw("unshaped").get("clock") is None  # the default: virtual
+    with pytest.raises(SpecError) as err:
+        cat.expand("unshaped")
+    msg = str(err.value)
+    assert "campaign.yaml:6" in msg and "path 2 (profile 'fast') has no rate" in msg
+    assert "clock: real" in msg
+    real = Catalog.load(
+        campaign(tmp_path, text.replace("bytes: 1MiB}", "bytes: 1MiB}\n        clock: real"))
+    )
+    assert len(real.expand("unshaped")) == 1
+
+
+def test_extends_with_another_workload_type_replaces_the_workload(tmp_path):
+    cat = Catalog.load(
+        campaign(
+            tmp_path,
+            """\
+            experiments:
+              idle-too:
+                extends: blest-3g-wlan
+                workload: {type: idle, duration: 1s}
+              smaller:
+                extends: blest-3g-wlan
+                workload: {bytes: 1MiB}
+            """,
+        )
+    )
+    assert cat.raw("idle-too")["workload"] == {"type": "idle", "duration": "1s"}
+    # the same type: merged key by key, as every other mapping
+    assert cat.raw("smaller")["workload"] == {
+        "type": "bulk",
+        "bytes": "1MiB",
+        "direction": "download",
+    }
+    cat.expand("idle-too")  # no stale `bytes`/`direction` from the parent
+
+
+def test_python_api_errors_name_the_file_and_line(tmp_path):
+    from mptlab import api
+
+    path = campaign(
+        tmp_path,
+        """\
+        profiles:
+          fast: {delay: 5ms, queue: 100 packets}
+        experiments:
+          typo:
+            extends: blest-3g-wlan
+            workload: {type: bulk, bytez: 1MiB}
+          unshaped:
+            topology: two-path
+            paths: [wlan, fast]
+            workload: {type: bulk, bytes: 1MiB}
+            clock: real
+        """,
+    )
+    with pytest.raises(SpecError, match=r"campaign\.yaml:6: experiments\.typo\.workload\.bytez"):
+        api.Experiment.from_yaml(path, "typo")
+    exp = api.Experiment.from_yaml(path, "unshaped")
+    with pytest.raises(SpecError, match=r"campaign\.yaml:9: experiments\.unshaped\.paths: path 2"):
+        exp.replace(clock="virtual").runs()  # what `mptlab run --clock virtual` does

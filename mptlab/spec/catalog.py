@@ -147,6 +147,25 @@ def _names_a_field(model, parts: list[str]) -> bool:
 _short = short  # a variant key's value as the variant's name writes it
 
 
+def _check_rate_limited(net_plan, paths: list[str], where: str, prefix: tuple) -> None:
+    """Under virtual time computing takes no guest time, so a path without a
+    rate runs as fast as the host's CPU and its numbers mean nothing (an
+    unshaped link gave 22 Gbit/s): every path slot needs a rate both ways."""
+    for link in net_plan.links:
+        slot = path_slot(link.label)
+        if slot is None:
+            continue
+        for direction, shape in (("a_to_b", link.a_to_b), ("b_to_a", link.b_to_a)):
+            if shape is None or shape.rate is None:
+                profile = paths[slot - 1] if slot <= len(paths) else link.label
+                raise SpecError(
+                    f"{where}: {'.'.join(prefix)}.paths: path {slot} (profile {profile!r}) has no "
+                    f"rate ({direction}): under clock: virtual computing takes no guest time, so "
+                    "an unshaped path runs as fast as the host's CPU (22 Gbit/s measured) and its "
+                    "numbers mean nothing; give the profile a rate, or set clock: real"
+                )
+
+
 @dataclass
 class Catalog:
     profiles: dict[str, Profile] = field(default_factory=dict)
@@ -249,10 +268,11 @@ class Catalog:
             self.sources[name] = (src, ("experiments", name))
         return list(data["experiments"])
 
-    def add(self, name: str, experiment: dict) -> None:
-        """An experiment given as a mapping (the YAML's form), e.g. from Python."""
+    def add(self, name: str, experiment: dict, source: Source | None = None) -> None:
+        """An experiment given as a mapping (the YAML's form), e.g. from Python;
+        ``source``: the file it came from, whose lines errors then name."""
         self.experiments[name] = copy.deepcopy(experiment)
-        self.sources[name] = (Source(PYTHON, experiment, {}), ("experiments", name))
+        self.sources[name] = (source or Source(PYTHON, experiment, {}), ("experiments", name))
 
     # --------------------------------------------------------- resolve
     def names(self, file: Path | None = None) -> list[str]:
@@ -287,6 +307,13 @@ class Catalog:
         merged = _deep_merge(base, own)
         if "matrix" in own:  # a matrix is replaced as a whole, not merged key by key
             merged["matrix"] = copy.deepcopy(own["matrix"])
+        own_workload, base_workload = own.get("workload"), base.get("workload")
+        if (
+            isinstance(own_workload, dict)
+            and isinstance(base_workload, dict)
+            and own_workload.get("type", base_workload.get("type")) != base_workload.get("type")
+        ):  # another type of workload: the parent's fields (bytes, direction) are not its own
+            merged["workload"] = copy.deepcopy(own_workload)
         if "expect" not in own and any(
             merged.get(k) != base.get(k) for k in SCENARIO_KEYS
         ):  # the paper's numbers belong to the parent's scenario, not this one's
@@ -493,6 +520,8 @@ class Catalog:
             }
             profiles = {p: self.profiles[p].to_json() for p in sorted(used)}
             net_plan = plan(topo, self.profiles, exp.paths, background=bool(exp.background))
+            if exp.clock == "virtual":
+                _check_rate_limited(net_plan, exp.paths, src.where(prefix + ("paths",)), prefix)
             try:
                 plan_events(net_plan, exp.events, self.profiles, exp.paths)
             except (KeyError, ValueError) as exc:
