@@ -355,9 +355,10 @@ class ExperimentSpec(Strict):
         description="a run still going is killed (virtual clock: this much guest time)",
     )
     clock: Clock = Field(
-        "real",
-        description="real: the host's clock; virtual: UML time-travel, guest time advances "
-        "only while the guest is idle: load-immune, deterministic (docs/experiments.md)",
+        "virtual",
+        description="virtual (default): UML time-travel, guest time advances only while the "
+        "guest is idle: load-immune, deterministic; real: the host's clock "
+        "(docs/experiments.md)",
     )
     stall_timeout: StallTimeout = Field(
         "auto",
