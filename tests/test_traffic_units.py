@@ -362,7 +362,8 @@ def test_replayer_delivers_its_schedule_on_loopback(tmp_path):
         recv.send_signal(signal.SIGINT)
         report = recv.communicate(timeout=10)[0]
     assert background.replayer_t0(out) is not None and "done: 600 packets, 0 send errors" in out
-    got = {int(ln.split()[4]): int(ln.split()[6]) for ln in report.splitlines()}
+    got = {int(w[4]): int(w[6]) for w in map(str.split, report.splitlines()) if w[0] == "flow"}
+    assert "wakeups" in report.splitlines()[-1]
     for f in (tcp, udp, udp2):
         assert got[f.port] == sum(f.sizes), f.kind
     assert got[greedy.port] > 10 * sum(tcp.sizes)

@@ -28,11 +28,11 @@
  * takes t0 (CLOCK_MONOTONIC, printed as "t0 SEC.NSEC" so that background.py
  * can line its counters up with the schedule) and replays the timeline.  The
  * clock is read once: under UML virtual time a clock read advances guest time
- * by only 256 ns, so any loop on the clock would freeze the guest.  A TCP send
- * that blocks (full send buffer) delays the later packets, none is dropped;
- * after a stall the late packets go out at once (absolute deadlines), where
- * D-ITG's relative waits lose the time.  No randomness, no wall clock: under
- * virtual time a run repeats exactly.
+ * by only 256 ns, so any loop on the clock would freeze the guest.  A TCP
+ * flow whose send buffer is full delays its own later packets (none is
+ * dropped), not the other flows'; late packets go out at once (absolute
+ * deadlines), where D-ITG's relative waits lose the time.  No randomness, no
+ * wall clock: under virtual time a run repeats exactly.
  *
  * Receiver: listens on every TCP flow's port, binds every UDP flow's port,
  * then listens on SIGNAL_PORT (last: the agent's readiness signal, as
@@ -175,16 +175,16 @@ out:
  */
 static void connect_tcp(const struct sockaddr_in *dest)
 {
-	struct pollfd *pfd = calloc(nflows, sizeof(*pfd));
+	struct pollfd *conn = calloc(nflows, sizeof(*conn));
 	int i, one = 1, pending = 0;
 
-	if (!pfd)
+	if (!conn)
 		die("calloc");
 	for (i = 0; i < nflows; i++) {
 		struct flow *fl = &flows[i];
 		struct sockaddr_in to = *dest;
 
-		pfd[i].fd = -1;
+		conn[i].fd = -1;
 		if (fl->kind == K_UDP)
 			continue;
 		fl->fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK, 0);
@@ -193,14 +193,17 @@ static void connect_tcp(const struct sockaddr_in *dest)
 		if (setsockopt(fl->fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
 			die("SO_REUSEADDR");
 		to.sin_port = htons(fl->port);
-		if (connect(fl->fd, (struct sockaddr *)&to, sizeof(to)) && errno != EINPROGRESS)
-			die("connect");
-		pfd[i].fd = fl->fd;
-		pfd[i].events = POLLOUT;
+		if (connect(fl->fd, (struct sockaddr *)&to, sizeof(to)) && errno != EINPROGRESS) {
+			fprintf(stderr, "bgtraffic: connect to port %d: %s\n", fl->port,
+				strerror(errno));
+			exit(1);
+		}
+		conn[i].fd = fl->fd;
+		conn[i].events = POLLOUT;
 		pending++;
 	}
 	while (pending) {
-		int n = poll(pfd, nflows, CONNECT_WAIT_MS);
+		int n = poll(conn, nflows, CONNECT_WAIT_MS);
 
 		if (n < 0 && errno == EINTR)
 			continue;
@@ -215,22 +218,22 @@ static void connect_tcp(const struct sockaddr_in *dest)
 			int err = 0;
 			socklen_t len = sizeof(err);
 
-			if (pfd[i].fd < 0 || !pfd[i].revents)
+			if (conn[i].fd < 0 || !conn[i].revents)
 				continue;
-			if (getsockopt(pfd[i].fd, SOL_SOCKET, SO_ERROR, &err, &len))
+			if (getsockopt(conn[i].fd, SOL_SOCKET, SO_ERROR, &err, &len))
 				die("SO_ERROR");
 			if (err) {
 				fprintf(stderr, "bgtraffic: connect to port %d: %s\n",
 					flows[i].port, strerror(err));
 				exit(1);
 			}
-			if (fcntl(pfd[i].fd, F_SETFL, 0))
+			if (fcntl(conn[i].fd, F_SETFL, 0))
 				die("fcntl");
-			pfd[i].fd = -1;
+			conn[i].fd = -1;
 			pending--;
 		}
 	}
-	free(pfd);
+	free(conn);
 }
 
 /*
@@ -523,12 +526,15 @@ static int bind_udp(int port)
 	return fd;
 }
 
+static long nwakes, nreads, nrecvmmsg; /* receiver: its system calls, reported at the end */
+
 /* Reads a TCP connection until it would block; closes it at its end. */
 static void drain_tcp(int ep, struct flow *fl, int fd)
 {
 	for (;;) {
 		ssize_t n = read(fd, buf, sizeof(buf));
 
+		nreads++;
 		if (n > 0) {
 			fl->bytes += n;
 			continue;
@@ -563,6 +569,7 @@ static void drain_udp(void)
 			continue;
 		do {
 			n = recvmmsg(fl->fd, msgs, BATCH, MSG_DONTWAIT, NULL);
+			nrecvmmsg++;
 			for (k = 0; k < n; k++)
 				fl->bytes += msgs[k].msg_len;
 			if (n > 0)
@@ -619,6 +626,7 @@ static int do_recv(const char *path, const char *signal_port)
 	while (!stop) {
 		int n = epoll_wait(ep, evs, 64, -1);
 
+		nwakes++;
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)
@@ -661,6 +669,7 @@ static int do_recv(const char *path, const char *signal_port)
 	for (i = 0; i < nflows; i++)
 		printf("flow %d %s port %d bytes %" PRIu64 " datagrams %" PRIu64 "\n", i,
 		       names[flows[i].kind], flows[i].port, flows[i].bytes, flows[i].dgrams);
+	printf("wakeups %ld tcp_reads %ld recvmmsg %ld\n", nwakes, nreads, nrecvmmsg);
 	return 0;
 }
 
