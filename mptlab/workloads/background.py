@@ -69,7 +69,6 @@ from .helpers.common import stop as stop_proc
 BASE_PORT = 20000  # data ports: BASE_PORT + flow index (per run)
 SIGNAL_PORT = 9000  # ITGRecv's control port; the replayer's receiver listens there last
 REPLAYER_SIGNAL_PORT = SIGNAL_PORT + 1  # ... or here, beside an ITGRecv on the same pair
-GENERATORS = ("mptlab", "d-itg")
 T0_WAIT_S = 20.0  # the replayer prints t0 once its TCP flows are connected (one handshake)
 MAX_FLOWS_PER_SENDER = 400  # ITGSend 2.8.1 crashes above ~500 flows in one script
 SIZE_SPREAD = 0.4  # payload uniform in mean x [1 - spread, 1 + spread] (chosen)
