@@ -34,9 +34,9 @@ def runs(tmp_path: Path, extra: str = ""):
     return Catalog.load(camp).expand("e")
 
 
-def test_clock_is_real_unless_the_experiment_says_virtual(tmp_path):
-    assert {r.config["clock"] for r in runs(tmp_path)} == {"real"}
-    assert {r.config["clock"] for r in runs(tmp_path, "    clock: virtual\n")} == {"virtual"}
+def test_clock_is_virtual_unless_the_experiment_says_real(tmp_path):
+    assert {r.config["clock"] for r in runs(tmp_path)} == {"virtual"}
+    assert {r.config["clock"] for r in runs(tmp_path, "    clock: real\n")} == {"real"}
     with pytest.raises(SpecError, match="clock"):
         runs(tmp_path, "    clock: simulated\n")
 
@@ -72,7 +72,7 @@ def test_a_virtual_time_run_is_never_starved():
 
 def test_a_campaign_of_one_clock_is_not_resumed_with_the_other(tmp_path):
     kernel = KernelBuild(tmp_path, tmp_path)
-    real, virtual = runs(tmp_path), runs(tmp_path, "    clock: virtual\n")
+    real, virtual = runs(tmp_path, "    clock: real\n"), runs(tmp_path)
     out = tmp_path / "out"
     campaign = Campaign(out, real, kernel)
     for run in real:
