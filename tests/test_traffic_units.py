@@ -569,3 +569,12 @@ def test_goodput_cov_uses_whole_seconds_only():
     assert goodput_cov(uneven[:1]) is None
     report = {"intervals": [{"sum": iv} for iv in uneven], "end": {}}
     assert metrics(report, 0.0)["goodput_cov"] == pytest.approx(2**0.5 / 2)
+
+
+def test_background_payloads_fit_one_packet(tmp_path):
+    with pytest.raises(SpecError, match=r"background\.0\.packet_size: .*less than or equal to 1000"):
+        campaign(
+            tmp_path,
+            "{type: idle, duration: 1s}",
+            "      - {preset: fec, tcp_flows: 1, udp_flows: 1, seed: 1, packet_size: 1400}\n",
+        ).expand("t")

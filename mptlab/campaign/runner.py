@@ -111,12 +111,12 @@ class CampaignLock:
 
 
 def default_jobs() -> int:
-    """Concurrent guests: 1 per CPU.  A 30 Mbit/s two-path bulk run costs ~8 s
-    of host CPU per 20 s, blest-3g-wlan with its D-ITG background ~12 s per
-    18 s: on 2 CPUs bulk keeps within 2 % of a solo run's goodput up to 3-4
-    guests, but blest-3g-wlan's guests already wait for CPU at 2
-    (docs/benchmarks.md).  Lighter campaigns can ask for more with --jobs;
-    the campaign backs off by itself when guests starve."""
+    """Concurrent guests: 1 per CPU, so that each virtual-time guest runs pinned
+    alone on its CPU.  In real time a guest that waits for a CPU sees its
+    timers fire late: on 2 CPUs bulk kept within 2 % of a solo run's goodput
+    up to 3-4 guests, blest-3g-wlan's guests already waited at 2
+    (docs/benchmarks.md).  Lighter campaigns can ask for more with --jobs; a
+    real-time campaign backs off by itself when guests starve."""
     return os.cpu_count() or 1
 
 

@@ -312,7 +312,13 @@ class Background(BaseModel):
     tcp_pps: float | None = Field(None, gt=0)
     udp_rate: Rate | None = Field(None, description="per UDP flow while ON")
     udp_pps: tuple[float, float] | None = None
-    packet_size: Size | None = Field(None, ge=100, le=1400)
+    packet_size: Size | None = Field(
+        None,
+        ge=100,
+        le=1000,
+        description="mean payload; each packet's is drawn from 0.6-1.4 x this and must fit "
+        "one 1500-byte packet (1400 B at most), so 1000 at most",
+    )
     rtt: tuple[Duration, Duration] | None = None
     on_off: tuple[Duration, Duration] | None = None
     settle: Duration = Field(1000.0, description="wait after starting, before the workload")
