@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+// SPDX-License-Identifier: GPL-2.0-only
 /*
  * bgtraffic: mptlab's background-traffic replayer (mptlab/workloads/background.py).
  * Built on the host (mptlab.workloads.helpers.bgtraffic), run in the guest's
