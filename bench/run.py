@@ -9,7 +9,7 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["kernel", "campaign", "pcap", "virtual_time", "blest_campaign"]
+BENCHMARKS = ["kernel", "campaign", "pcap", "virtual_time", "blest_campaign", "run_cost"]
 
 
 def main(argv: list[str]) -> int:

@@ -29,23 +29,12 @@ from .campaign.progress import Progress, summary
 from .campaign.runner import Campaign, CampaignReport
 from .rundir import CLOCKS, Clock, RunSpec
 from .spec import mininet
-from .spec.catalog import Catalog, file_kind
+from .spec.catalog import Catalog, file_kind, merge_experiment
 from .spec.models import ExperimentSpec, Profile, TopologySpec
 from .spec.workloads import Background, Workload
 from .spec.yamlsrc import Source, SpecError, load
 
 __all__ = ["Experiment", "KernelNotBuilt", "Results", "experiments_of", "run"]
-
-
-def _merge(base: dict, over: dict) -> dict:
-    """``extends``'s rule: mappings merge key by key, anything else is replaced."""
-    out = copy.deepcopy(base)
-    for key, value in over.items():
-        if isinstance(value, dict) and isinstance(out.get(key), dict) and key != "matrix":
-            out[key] = _merge(out[key], value)
-        else:
-            out[key] = copy.deepcopy(value)
-    return out
 
 
 def _is_mininet_topo(value: Any) -> bool:
@@ -181,7 +170,7 @@ class Experiment:
         over: dict[str, Any] = {}
         new._set(over, **changes)
         # an experiment from a file keeps its file for errors (the nearest line)
-        new._commit(_merge(self.data, over), self.catalog.sources[self.name][0])
+        new._commit(merge_experiment(self.data, over), self.catalog.sources[self.name][0])
         return new
 
     def variants(self) -> list[tuple[str, dict]]:

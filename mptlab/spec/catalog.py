@@ -147,6 +147,24 @@ def _names_a_field(model, parts: list[str]) -> bool:
 _short = short  # a variant key's value as the variant's name writes it
 
 
+def merge_experiment(base: dict, own: dict) -> dict:
+    """``extends``'s rule (also ``mptlab.Experiment.replace``'s): mappings
+    merge key by key, anything else is replaced; a ``matrix`` is replaced
+    as a whole, and so is a workload of another type (the parent's
+    ``bytes`` or ``direction`` are not an idle workload's fields)."""
+    merged = _deep_merge(base, own)
+    if "matrix" in own:
+        merged["matrix"] = copy.deepcopy(own["matrix"])
+    own_workload, base_workload = own.get("workload"), base.get("workload")
+    if (
+        isinstance(own_workload, dict)
+        and isinstance(base_workload, dict)
+        and own_workload.get("type", base_workload.get("type")) != base_workload.get("type")
+    ):
+        merged["workload"] = copy.deepcopy(own_workload)
+    return merged
+
+
 def _check_rate_limited(net_plan, paths: list[str], where: str, prefix: tuple) -> None:
     """Under virtual time computing takes no guest time, so a path without a
     rate runs as fast as the host's CPU and its numbers mean nothing (an
@@ -304,16 +322,7 @@ class Catalog:
             )
         own = {k: v for k, v in data.items() if k != "extends"}
         base = self.raw(parent, _seen + (name,))
-        merged = _deep_merge(base, own)
-        if "matrix" in own:  # a matrix is replaced as a whole, not merged key by key
-            merged["matrix"] = copy.deepcopy(own["matrix"])
-        own_workload, base_workload = own.get("workload"), base.get("workload")
-        if (
-            isinstance(own_workload, dict)
-            and isinstance(base_workload, dict)
-            and own_workload.get("type", base_workload.get("type")) != base_workload.get("type")
-        ):  # another type of workload: the parent's fields (bytes, direction) are not its own
-            merged["workload"] = copy.deepcopy(own_workload)
+        merged = merge_experiment(base, own)
         if "expect" not in own and any(
             merged.get(k) != base.get(k) for k in SCENARIO_KEYS
         ):  # the paper's numbers belong to the parent's scenario, not this one's
