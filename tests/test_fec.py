@@ -539,35 +539,3 @@ def test_a_campaign_with_and_without_fec_reports_both(tmp_path):
         _run_dir(tmp_path, True, "mode=dynamic", rep)
     html = report.build(tmp_path / "c", pcap=False).read_text()
     assert "FEC ratio over time" in html and "fec_overhead" in html and "mode=off" in html
-
-
-def test_the_first_subflows_records_without_addresses_are_still_counted():
-    """After a clean close the first subflow's records may carry no addresses
-    (MPTCP disconnects it before it reports): placed on path 1 by elimination."""
-    sub = {"event": "mptcp_subflow_stats", "token": "aa11bb22", "bytes_sent": 9_000_000}
-    subflows = [
-        {**sub, "local_id": 0, "saddr": "0.0.0.0", "sport": 5201, "daddr": "0.0.0.0", "dport": 0},
-        {
-            **sub,
-            "local_id": 1,
-            "saddr": "10.0.8.2",
-            "sport": 5201,
-            "daddr": "10.0.5.1",
-            "dport": 40001,
-        },
-    ]
-    rec = {"event": "tcp_fec_stats", "mptcp": 1, "ratio_milli": 9000}
-    records = [
-        {**rec, "saddr": "0.0.0.0", "sport": 0, "daddr": "0.0.0.0", "dport": 0,
-         "fec_sent": 300, "data_segs": 6000, "ratio_mean_milli": 20000},
-        {**rec, "saddr": "0.0.0.0", "sport": 0, "daddr": "0.0.0.0", "dport": 0,
-         "fec_rcvd": 290, "fec_recovered": 25, "data_segs": 3},
-        {**rec, "saddr": "10.0.8.2", "sport": 5201, "daddr": "10.0.5.1", "dport": 40001,
-         "fec_sent": 100, "data_segs": 2000, "ratio_mean_milli": 40000},
-        {**rec, "saddr": "10.0.5.1", "sport": 40001, "daddr": "10.0.8.2", "dport": 5201,
-         "fec_rcvd": 99, "fec_recovered": 2},
-    ]  # fmt: skip
-    m = fec.metrics(fec.annotate(records, path_of, host_of), subflows)
-    assert m["fec_sent"] == 400 and m["fec_recovered"] == 27 and m["fec_sockets"] == 2
-    assert m["path1_fec_sent"] == 300 and m["path1_fec_recovered"] == 25
-    assert m["path2_fec_sent"] == 100 and m["path2_fec_recovered"] == 2

@@ -87,11 +87,9 @@ def transfer(scheduler, paths, nbytes=None, iperf=None):
     by_path = {"acked": conn[0]["bytes_acked"]}
     client = p.addresses("client")
     for r in subflows:
-        # the client's address on link i: path i + 1.  The first subflow's
-        # record can come without addresses (after a clean close MPTCP
-        # disconnects the first subflow before it reports): it is the
-        # initial subflow (address id 0), which mptlab's plans start on path 1
-        i = client.index(r["saddr"]) if r["saddr"] in client else (0 if r["local_id"] == 0 else -1)
+        # the client's address on link i: path i + 1 (every record has its
+        # addresses, kernel patch 0002)
+        i = client.index(r["saddr"])
         key = paths[i] + "'" * paths[:i].count(paths[i])
         by_path[key] = {"bytes": r["bytes_sent"], "reinjected": r["bytes_reinjected"]}
     net.destroy()

@@ -339,13 +339,6 @@ def kernel_counters(ctx: Context, records: list[dict]) -> dict:
     subflows = [r for r in records if r["event"] == "mptcp_subflow_stats"]
     for sf in subflows:
         sf["path"] = path_of(sf.get("saddr", ""))
-        # After a clean close MPTCP disconnects a connection's first subflow
-        # before it reports, so its record has no addresses (0.0.0.0; seen
-        # for the sender's subflow of a socat transfer).  The first subflow
-        # has address id 0 and starts on the plan's path 1 (the route to the
-        # server's first address).
-        if sf["path"] is None and sf.get("saddr") == "0.0.0.0" and sf.get("local_id") == 0:
-            sf["path"] = 1
     out = {"connections": conns, "subflows": subflows}
     if fec_on(ctx.spec.config["kernel"].get("fec")):
 

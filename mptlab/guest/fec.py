@@ -25,7 +25,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 STATS = "tcp_fec_stats"
-NO_ADDR = "0.0.0.0"  # a record printed after the socket lost its addresses
 
 
 def _tuple(r: dict) -> tuple:
@@ -75,10 +74,7 @@ def main_sockets(fec: list[dict], subflows: list[dict]) -> tuple[list[dict], lis
         senders = [r for r in fec if _tuple(r) in mine]
         if senders:
             back = {_reverse(t) for t in mine}
-            receivers = [r for r in fec if _tuple(r) in back]
-            if any(t[0] == NO_ADDR for t in mine):
-                _add_unaddressed(fec, senders, receivers)
-            return senders, receivers
+            return senders, [r for r in fec if _tuple(r) in back]
     top = max(fec, key=lambda r: int(r.get("data_segs") or 0))
     if top.get("mptcp"):
         # no subflow record to match: the MPTCP subflows sent from the top
@@ -94,27 +90,6 @@ def main_sockets(fec: list[dict], subflows: list[dict]) -> tuple[list[dict], lis
         senders = [top]
     back = {_reverse(_tuple(r)) for r in senders}
     return senders, [r for r in fec if _tuple(r) in back]
-
-
-def _add_unaddressed(fec: list[dict], senders: list[dict], receivers: list[dict]) -> None:
-    """After a clean close MPTCP disconnects a connection's first subflow
-    before it reports, and its ``mptcp_subflow_stats`` record has no
-    addresses (``mptlab.guest.agent.kernel_counters``); if its FEC record
-    has none either, no 4-tuple can place it.  Then the unplaced MPTCP
-    record that sent the most data segments is the first subflow's sender
-    and the one that received the most FEC packets its receiver, both on
-    path 1 (where the first subflow starts)."""
-    placed = {id(r) for r in senders + receivers}
-    loose = [r for r in fec if r.get("mptcp") and r.get("saddr") == NO_ADDR and id(r) not in placed]
-    if not loose:
-        return
-    snd = max(loose, key=lambda r: int(r.get("data_segs") or 0))
-    if int(snd.get("data_segs") or 0) > 0:
-        senders.append({**snd, "path": snd.get("path") or 1})
-        loose.remove(snd)
-    rcv = max(loose, key=lambda r: int(r.get("fec_rcvd") or 0), default=None)
-    if rcv is not None and int(rcv.get("fec_rcvd") or 0) > 0:
-        receivers.append({**rcv, "path": rcv.get("path") or 1})
 
 
 def _sum(records: list[dict], key: str) -> int:
@@ -170,11 +145,7 @@ def metrics(fec: list[dict], subflows: list[dict]) -> dict:
         for p in paths:
             mine = [r for r in snd if r.get("path") == p]
             back = {_reverse(_tuple(r)) for r in mine}
-            theirs = [
-                r
-                for r in rcv
-                if _tuple(r) in back or (r.get("saddr") == NO_ADDR and r.get("path") == p)
-            ]
+            theirs = [r for r in rcv if _tuple(r) in back]
             m = _socket_metrics(mine, theirs)
             for key in ("fec_sent", "fec_recovered", "fec_failed", "fec_ratio_mean"):
                 out[f"path{p}_{key}"] = m[key]
