@@ -572,7 +572,9 @@ def test_goodput_cov_uses_whole_seconds_only():
 
 
 def test_background_payloads_fit_one_packet(tmp_path):
-    with pytest.raises(SpecError, match=r"background\.0\.packet_size: .*less than or equal to 1000"):
+    with pytest.raises(
+        SpecError, match=r"background\.0\.packet_size: .*less than or equal to 1000"
+    ):
         campaign(
             tmp_path,
             "{type: idle, duration: 1s}",
