@@ -80,16 +80,20 @@ def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path, kerne
     assert spec["seed"] != json.loads((runs[0] / "spec.json").read_text())["seed"]
 
 
-def test_a_hung_run_is_killed_and_reported_while_the_others_finish(tmp_path, mptlab):
-    # the "hung" variant would run 10 minutes but may take 2 s (+ the boot margin)
+@pytest.mark.parametrize("clock", ["real", "virtual"])
+def test_a_hung_run_is_killed_and_reported_while_the_others_finish(tmp_path, mptlab, clock):
+    # the "hung" variant would run 10 minutes but may take 2 s (+ the boot
+    # margin): killed by the host in real time, ended by the guest's own
+    # limit in guest time under virtual time
     camp = write_campaign(
         tmp_path,
         workload="duration: 600s",
         reps=1,
-        extra=textwrap.dedent("""\
+        extra=textwrap.dedent(f"""\
+        clock: {clock}
         variants:
-          - {name: hung, timeout: 2s}
-          - {name: fine, workload: {type: bulk, bytes: 2MiB}}
+          - {{name: hung, timeout: 2s}}
+          - {{name: fine, workload: {{type: bulk, bytes: 2MiB}}}}
         """),
     )
     out = tmp_path / "out"
@@ -99,7 +103,8 @@ def test_a_hung_run_is_killed_and_reported_while_the_others_finish(tmp_path, mpt
     runs = out / "e2e" / "runs"
     hung = json.loads((runs / "hung" / "rep-000" / "run.json").read_text())
     fine = json.loads((runs / "fine" / "rep-000" / "run.json").read_text())
-    assert hung["status"] == "timeout" and "killed after" in hung["reason"]
+    reason = "killed after" if clock == "real" else "s of guest time"
+    assert hung["status"] == "timeout" and reason in hung["reason"], hung["reason"]
     assert fine["status"] == "ok"
     assert not subprocess.run(["pgrep", "-f", str(runs / "hung")], capture_output=True).stdout
 
