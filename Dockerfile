@@ -59,7 +59,11 @@ COPY --from=venv /mptlab/.venv /mptlab/.venv
 # the executable without its debug info (116 MB -> 15 MB), and its modules.
 ARG KERNEL_KEY
 COPY build/docker/kernel/ /opt/mptlab/kernel/
-ENV MPTLAB_KERNEL_DIR=/opt/mptlab/kernel/${KERNEL_KEY} PATH=/mptlab/.venv/bin:$PATH
+# The C helpers guests run, built by docker-build.sh (no compiler in here),
+# in the cache mptlab looks them up in (keyed by their sources' hashes)
+COPY build/docker/cache/ /opt/mptlab/cache/
+ENV MPTLAB_KERNEL_DIR=/opt/mptlab/kernel/${KERNEL_KEY} MPTLAB_CACHE=/opt/mptlab/cache \
+    PATH=/mptlab/.venv/bin:$PATH
 COPY --from=src /src/ /mptlab/
 # mptlab itself, offline (its dependencies are in the venv already), editable
 # like `make venv` so that the checkout's data files are found; and Debian's

@@ -28,7 +28,7 @@ docker-deps:
 # The image, from a debootstrapped Debian 12 and the cached kernel
 # (scripts/docker-build.sh; needs a running engine: dockerd or systemctl).
 DOCKER_TAG ?= mptlab
-docker: docker-deps
+docker: venv docker-deps
 	@scripts/docker-build.sh $(DOCKER_TAG)
 
 $(STAMP): pyproject.toml

@@ -8,7 +8,8 @@
 # 2. the base image: scripts/docker-base.sh (debootstrapped Debian 12,
 #    `docker import`, cached as a tarball in ~/.cache/mptlab/docker);
 # 3. build/docker/: the kernel executable (debug info stripped), its
-#    build-info.json and modules, pyproject.toml's dependencies, and the
+#    build-info.json and modules, the C helpers (cache/helpers/, built with the
+#    checkout's .venv), pyproject.toml's dependencies, and the
 #    host's local CA certificates (pip inside the build verifies TLS the way
 #    the host does: the project's machines reach PyPI through a proxy whose
 #    CA is there), and seccomp.json, the profile containers run with
@@ -46,6 +47,13 @@ cp "$kdir/build-info.json" "$stage/kernel/$(basename "$kdir")/"
 cp -r "$mdir" "$stage/kernel/$(basename "$kdir")/modules/"
 # not part of the image: what containers are run with (--security-opt)
 scripts/docker-seccomp.sh "$stage/seccomp.json"
+# The C helpers guests run (the background replayer, spin_sleep.so), built
+# here into a cache the image carries: the image has no C compiler, and
+# without them every background run failed ("no background replayer").
+MPTLAB_CACHE="$stage/cache" .venv/bin/python -c '
+from mptlab import home
+from mptlab.workloads.helpers import bgtraffic, spin
+bgtraffic.build(home.cache_dir()); spin.build(home.cache_dir())'
 python3 -c 'import sys, tomllib; print("\n".join(tomllib.load(open(sys.argv[1], "rb"))["project"]["dependencies"]))' \
   pyproject.toml > "$stage/requirements.txt"
 for crt in /usr/local/share/ca-certificates/*.crt; do

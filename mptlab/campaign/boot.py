@@ -70,7 +70,7 @@ from ..rundir import (
     RunDir,
     RunStatus,
 )
-from ..workloads.helpers import spin
+from ..workloads.helpers import bgtraffic, spin
 from .kernel import KernelBuild
 
 # The kernel words of each clock.  inf-cpu: time advances only when the guest
@@ -452,8 +452,6 @@ def boot(
     prefix: list[str] = []
     # the background replayer (workloads.helpers.bgtraffic), under both clocks;
     # without it (no C compiler) only generator: d-itg background entries run
-    from ..workloads.helpers import bgtraffic
-
     with contextlib.suppress(RuntimeError):
         guest_env[bgtraffic.ENV] = str(bgtraffic.build(home.cache_dir()))
     if clock == "virtual":
