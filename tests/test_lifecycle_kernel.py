@@ -22,7 +22,11 @@ experiments:
     topology: two-path
     paths: [wlan, 3g]
     kernel: {scheduler: blest, path_manager: {subflows: 2, add_addr_accepted: 2}}
-    workload: {type: bulk, duration: 10s}  # long enough to be caught running
+    # long enough to be caught running: under virtual time (the default) a
+    # 10 s run took ~3 s of wall time, and a 3-run campaign had ended before
+    # the second `mptlab run` below got to its lock check (CI, stop 19);
+    # 40 s of guest time is ~13 s of wall time per run here
+    workload: {type: bulk, duration: 40s}
     repetitions: 3
     timeout: 120s
 """
