@@ -105,3 +105,51 @@ def test_chromium_renders_tables_and_figures(report, tmp_path):
         (np.abs(img[:, :, :3].astype(int) - HEADER) <= 6).all(axis=2).any(axis=1)
     )[0]
     assert header_rows.min() < blue_rows.min()
+
+
+def fec_like_campaign() -> list[tuple[str, dict]]:
+    """campaign.json as the runner writes it for a 2 x 2 matrix plus a named
+    variant, runs in a shuffled order that puts a dynamic variant first."""
+    keys = [
+        {"kernel.fec.mode": m, "paths": p}
+        for m in ("off", "dynamic")
+        for p in (["a", "b"], ["a-loss", "b"])
+    ]
+    names = [f"mode={k['kernel.fec.mode']},paths={'+'.join(k['paths'])}" for k in keys]
+    variants = [
+        {"experiment": "x", "variant": n, "keys": k} for n, k in zip(names, keys, strict=True)
+    ]
+    variants.append({"experiment": "x", "variant": "tcp", "keys": {"kernel.mptcp": False}})
+    order = [f"{names[3]}/rep-000", f"{names[0]}/rep-000", "tcp/rep-000", f"{names[2]}/rep-000"]
+    return [("x", {"experiment": ["x"], "order": order, "variants": variants})]
+
+
+def test_variants_keep_the_experiments_order_and_pair_along_the_first_matrix_key():
+    import pandas as pd
+
+    from mptlab.analysis.report import _pairing, _variant_order
+
+    camps = fec_like_campaign()
+    names = [v["variant"] for v in camps[0][1]["variants"]]
+    runs = pd.DataFrame({"variant": list(reversed(names))})
+    order = _variant_order(runs, camps, "variant")
+    assert order == [*names[:4], "tcp"]  # definition order, not run order
+    axis, base, pairs = _pairing(camps, order)
+    assert (axis, base) == ("kernel.fec.mode", "off")
+    assert pairs == {names[2]: names[0], names[3]: names[1]}  # same paths, mode off
+    # a one-key matrix (a scheduler list): one reference for all, as before
+    one = [
+        (
+            "y",
+            {
+                "variants": [
+                    {"experiment": "y", "variant": f"s={s}", "keys": {"s": s}} for s in ("a", "b")
+                ]
+            },
+        )
+    ]
+    assert _pairing(one, ["s=a", "s=b"]) is None
+    # campaigns written before ``variants`` existed: the run order, no pairing
+    old = [("x", {k: v for k, v in camps[0][1].items() if k != "variants"})]
+    assert _variant_order(runs, old, "variant")[0] == names[3]
+    assert _pairing(old, order) is None

@@ -239,12 +239,50 @@ def _reference(runs: pd.DataFrame, by: str, reference: str | None) -> str | None
     return groups[0] if groups else None
 
 
+def _defined_variants(campaigns: list[tuple[str, dict]]) -> list[tuple[str, dict]]:
+    """(variant as the report names it, {key: value} in the matrix's order), in the
+    order the experiments define them (campaign.json ``variants``; campaigns
+    written before it existed give none)."""
+    out = []
+    for _name, camp in campaigns:
+        for v in camp.get("variants") or []:
+            name = v["variant"]
+            if len(campaigns) > 1 or len(camp.get("experiment") or []) > 1:
+                name = f"{v['experiment']}:{name}"
+            out.append((name, dict(v.get("keys") or {})))
+    return out
+
+
+def _pairing(
+    campaigns: list[tuple[str, dict]], groups: list
+) -> tuple[str, object, dict[str, str]] | None:
+    """Pairs along the first matrix key: (key, its first value, {variant: the
+    variant with that value and the same other keys}) when the matrix has two
+    keys or more, e.g. FEC mode x path pair -> each ``mode=dynamic,paths=X``
+    against ``mode=off,paths=X``; None otherwise (one reference for all)."""
+    defined = [(v, k) for v, k in _defined_variants(campaigns) if v in groups]
+    if not defined or len(defined[0][1]) < 2:
+        return None
+    axes = list(defined[0][1])
+    axis = axes[0]
+    base = defined[0][1][axis]
+
+    def rest(keys: dict) -> str:
+        return json.dumps({k: keys[k] for k in axes[1:]}, sort_keys=True, default=str)
+
+    grid = [(v, k) for v, k in defined if list(k) == axes]
+    bases = {rest(k): v for v, k in grid if k[axis] == base}
+    pairs = {v: bases[rest(k)] for v, k in grid if k[axis] != base and rest(k) in bases}
+    return (axis, base, pairs) if pairs else None
+
+
 def _variant_order(runs: pd.DataFrame, campaigns: list[tuple[str, dict]], by: str) -> list:
-    """Groups in the order the experiment defines them (campaign.json order), else sorted."""
+    """Groups in the order the experiment defines them (campaign.json ``variants``,
+    else the order runs first appear in the run order), else sorted."""
     seen = list(dict.fromkeys(runs[by])) if len(runs) else []
     if by != "variant":
         return seen
-    order = []
+    order = [v for v, _ in _defined_variants(campaigns)]
     for _name, camp in campaigns:
         for run_id in camp.get("order", []):
             v = run_id.rsplit("/", 1)[0]
@@ -270,6 +308,57 @@ def _representative(runs: pd.DataFrame, metric: str | None, by: str) -> list[tup
             i = sub.index[0]
         out.append((g, sub.loc[i, "run_id"]))
     return out
+
+
+def _paired_section(
+    runs: pd.DataFrame, kmetrics: list[str], pairing: tuple[str, object, dict], notok: dict
+) -> str:
+    """Each variant against its partner along the matrix's first key (same other keys)."""
+    axis, base, pairs = pairing
+    ok = stats.ok_runs(runs)
+    rows = []
+    for m in kmetrics:
+        for v, partner in pairs.items():
+            c = stats.compare(ok[ok["variant"] == partner][m], ok[ok["variant"] == v][m])
+            r = c.as_dict()
+            sig = r["p_value"] < 0.05 if math.isfinite(r["p_value"]) else False
+            rows.append(
+                [
+                    esc(m),
+                    esc(v),
+                    esc(partner),
+                    f"{r['n_a']} / {r['n_b']}",
+                    _left_out(notok.get(partner, "")) + " / " + _left_out(notok.get(v, "")),
+                    fmt(r["mean_a"]),
+                    fmt(r["mean_b"]),
+                    pct(r["rel_diff"]),
+                    f"[{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+                    f"<span class='{'bad' if sig else ''}'>{fmt(r['p_value'], 3)}</span>",
+                ]
+            )
+    return (
+        f"<h2 id='compare'>Along <code>{esc(axis)}</code>: each variant against "
+        f"<code>{esc(axis)}={esc(base)}</code> at the same other settings</h2>"
+        "<p class='muted'>The experiment's matrix has more than one key: a variant is "
+        "compared with its partner that differs in the first key only (<code>--reference "
+        "VARIANT</code> compares every variant with one instead).</p>"
+        + table(
+            [
+                "metric",
+                "variant",
+                f"against ({axis}={base})",
+                "n ref / n",
+                "not ok, left out: ref / this",
+                "mean ref",
+                "mean",
+                "rel. diff",
+                "95 % CI",
+                "p (MWU)",
+            ],
+            rows,
+            left=3,
+        )
+    )
 
 
 def build(
@@ -313,6 +402,7 @@ def build(
     runs = runs.drop(columns="_o").reset_index(drop=True)
     ok = stats.ok_runs(runs)
     ref = _reference(runs, by, reference)
+    pairing = _pairing(campaigns, order) if by == "variant" and reference is None else None
     kmetrics = key_metrics(runs, metrics)
     fmetrics = figure_metrics(runs, metrics)
     if metrics:
@@ -378,7 +468,9 @@ def build(
     # ---- the paper's claims
     parts.append(_reproduction_section(raw_runs, claims_file))
     # ---- comparisons
-    if ref is not None and kmetrics:
+    if pairing is not None and kmetrics:
+        parts.append(_paired_section(runs, kmetrics, pairing, notok))
+    elif ref is not None and kmetrics:
         parts.append(f"<h2 id='compare'>Against the reference <code>{esc(ref)}</code></h2>")
         rows = []
         for m in kmetrics:
@@ -415,8 +507,8 @@ def build(
                 left=2,
             )
         )
-        if kmetrics:
-            parts.append(_reps_section(ok, kmetrics[0], by))
+    if (pairing is not None or ref is not None) and kmetrics:
+        parts.append(_reps_section(ok, kmetrics[0], by))
     # ---- figures
     parts.append("<h2 id='figures'>Figures</h2>")
     x_col, hue = _matrix_axes(runs, by)

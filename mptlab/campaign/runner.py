@@ -258,6 +258,15 @@ class Campaign:
                 "runs": len(self.runs),
                 "order_seed": self.seed,
                 "order": [r.run_id for r in order],
+                # definition order and matrix keys in the experiment's order
+                # (run_id and the ingested tables keep neither): the report
+                # lists variants and pairs them along the matrix by these
+                "variants": [
+                    {"experiment": e, "variant": v, "keys": k}
+                    for (e, v), k in {
+                        (r.experiment, r.variant): dict(r.variant_keys or {}) for r in self.runs
+                    }.items()
+                ],
                 "clocks": sorted({clock_of(r.config) for r in self.runs}),
                 "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
                 "git_commit": self.provenance.commit,
