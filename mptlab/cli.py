@@ -53,11 +53,25 @@ def cmd_list(args) -> int:
 
 
 def cmd_show(args) -> int:
-    cat = _catalog(args.file)
-    exp = cat.spec(args.name)
-    runs = cat.expand(args.name, repetitions=args.reps, quick=args.quick)
-    raw = cat.raw(args.name)
-    print(f"{args.name}: {exp.description}")
+    """``show NAME`` (of experiments.yaml or --file), or ``show FILE``: each of
+    its experiments, as ``run`` takes either."""
+    path = Path(args.name)
+    if args.file is None and (path.suffix in (".yaml", ".yml") or path.exists()):
+        cat = Catalog.load(path)
+        for i, name in enumerate(cat.names(path)):
+            if i:
+                print()
+            _show(cat, name, args)
+        return 0
+    _show(_catalog(args.file), args.name, args)
+    return 0
+
+
+def _show(cat: Catalog, name: str, args) -> None:
+    exp = cat.spec(name)
+    runs = cat.expand(name, repetitions=args.reps, quick=args.quick)
+    raw = cat.raw(name)
+    print(f"{name}: {exp.description}")
     if exp.source:
         print(f"  source: {exp.source}")
     topology = exp.topology if isinstance(exp.topology, str) else f"mininet {exp.topology.mininet}"
@@ -68,14 +82,14 @@ def cmd_show(args) -> int:
     )
     for entry in raw.get("background") or []:
         print(f"  background: {_words(entry)}")
-    variants = cat.variants(args.name)
+    variants = cat.variants(name)
     reps = len(runs) // max(1, len(variants))
     print(f"  {len(variants)} variants x {reps} repetitions = {len(runs)} runs")
     for label, keys in variants:
         print(f"  - {label}: {', '.join(f'{k}={_words(v)}' for k, v in keys.items()) or '-'}")
-    claims = cat.claims(args.name)
+    claims = cat.claims(name)
     if claims:
-        print(f"  expect: {len(claims)} claims of the paper (mptlab reproduce {args.name})")
+        print(f"  expect: {len(claims)} claims of the paper (mptlab reproduce {name})")
         for c in claims:
             absent = [e for e in c.compare if resolve(e, variants)[0] is None]
             missing = f"  [not a variant here: {', '.join(absent)}]" if absent else ""
@@ -85,7 +99,6 @@ def cmd_show(args) -> int:
     if args.runs:
         for run in runs:
             print(f"    {run.run_id}  seed={run.seed}")
-    return 0
 
 
 def cmd_validate(args) -> int:
@@ -206,7 +219,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_list)
 
     p = sub.add_parser("show", help="the runs an experiment expands to")
-    p.add_argument("name")
+    p.add_argument("name", help="experiment name, or a campaign FILE (each of its experiments)")
     p.add_argument("--file", help="campaign file (default: experiments.yaml)")
     p.add_argument("--reps", type=int, help="override the repetitions")
     p.add_argument("--quick", action="store_true", help="the short version (see `run --quick`)")

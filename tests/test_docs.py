@@ -79,3 +79,20 @@ def test_validate_tells_the_kind_from_the_content_and_reports_that_file_only(tmp
     neither.write_text("hello: world\n")
     p = mptlab("validate", neither)
     assert p.returncode == 2 and "neither a campaign" in p.stderr
+
+
+def test_show_takes_a_campaign_file_as_run_does(tmp_path, mptlab):
+    mine = tmp_path / "my.yaml"
+    mine.write_text(
+        "experiments:\n"
+        "  one:\n    extends: blest-3g-wlan\n    repetitions: 2\n"
+        "    matrix: {kernel.scheduler: [blest, minrtt]}\n    variants: []\n"
+        "  two:\n    extends: blest-3g-wlan\n    repetitions: 3\n    matrix: {}\n"
+        "    variants: []\n"
+    )
+    p = mptlab("show", mine)
+    assert p.returncode == 0, p.stderr
+    assert "one: " in p.stdout and "2 variants x 2 repetitions = 4 runs" in p.stdout
+    assert "two: " in p.stdout and "1 variants x 3 repetitions = 3 runs" in p.stdout
+    by_name = mptlab("show", "two", "--file", mine)
+    assert by_name.returncode == 0 and by_name.stdout.strip() in p.stdout
