@@ -6,7 +6,10 @@ test_kernel_virtual_time.py)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
+import sys
+import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -58,6 +61,50 @@ def test_guests_get_a_cpu_each_then_double_up_round_robin():
     pool.release(1)
     assert pool.acquire() == 1  # the least used
     assert boot.pin_prefix(1)[1:3] == ["-c", "1"] and boot.pin_prefix(1)[-1] == "-R"
+
+
+def test_guests_of_other_processes_on_the_host_count():
+    host = {0: 1}  # another campaign's guest on CPU 0
+    pool = boot.CpuPool({0, 1}, others=lambda: host)
+    assert pool.acquire() == 1
+    host[1] = 1  # ours, started: counted once, not twice
+    assert pool.acquire() == 0
+
+
+def test_pinned_guests_are_counted_per_cpu_by_umid():
+    cpus = sorted(os.sched_getaffinity(0))
+    cpu = cpus[-1]
+    umid = f"mptlab-test-{os.getpid()}"
+
+    def fake(name: str) -> list[str]:  # a guest's command line marks, nothing else
+        return [
+            sys.executable,
+            "-c",
+            "import time; time.sleep(60)",
+            "rootfstype=hostfs",
+            f"umid={name}",
+        ]
+
+    # two host processes of one pinned guest, and a guest left on every CPU
+    procs = [subprocess.Popen(["taskset", "-c", str(cpu), *fake(umid)]) for _ in range(2)]
+    procs.append(subprocess.Popen(fake(umid + "-free")))
+    try:
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # until taskset has pinned and exec'd
+            found = boot.pinned_umids()
+            if umid in found.get(cpu, set()):
+                break
+            time.sleep(0.05)
+        assert umid in found.get(cpu, set())
+        assert sum(u == umid for us in found.values() for u in us) == 1  # once
+        if len(cpus) > 1:
+            assert not any(umid + "-free" in us for us in found.values())
+        assert boot.pinned_guests()[cpu] >= 1
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+    assert umid not in boot.pinned_umids().get(cpu, set())
 
 
 def test_the_host_gives_a_virtual_guest_a_generous_wall_time_backstop():
