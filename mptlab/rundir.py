@@ -98,6 +98,27 @@ def clock_of(config: dict) -> Clock:
     return config.get("clock", "real")
 
 
+# A guest whose processes spent more than this share of the run ready to run
+# but waiting for a host CPU (scheduler statistics, mptlab.campaign.boot.TreeCPU)
+# was starved by its neighbours: its timing, hence its results, may be off.
+# Alone a guest waits ~3 %; bulk goodput held within 1 % up to ~23 % and lost
+# 3-4 % at ~34 % (docs/benchmarks.md, campaign throughput); delay metrics
+# feel waiting sooner, hence a margin.  Only for real time: a virtual-time
+# guest's results do not depend on when it gets a CPU (clock: virtual).  One
+# rule for the runner (back-off, warnings) and the analysis (report, reproduce).
+STARVED_WAIT_SHARE = 0.10
+
+
+def is_starved(cpu_wait_share: float | None, clock: str | None) -> bool:
+    """``run.json``'s wait share says the run's results may be off (real time only)."""
+    return (
+        clock != "virtual"
+        and cpu_wait_share is not None
+        and cpu_wait_share == cpu_wait_share  # not NaN (a table's missing value)
+        and cpu_wait_share > STARVED_WAIT_SHARE
+    )
+
+
 # ------------------------------------------------------------- statuses
 RunStatus = Literal["ok", "failed", "stalled", "timeout", "panic", "crashed"]
 """``run.json`` ``status``: how a run ended (written by the host).

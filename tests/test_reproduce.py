@@ -156,6 +156,10 @@ def test_failed_and_stalled_runs_are_counted_next_to_the_statistics():
     text = reproduce.render_text(reproduce.Expectations("e", [claim()]), [r])
     assert "not ok, left out: 2 stalled of 8" in text and "6 starved of host CPU" in text
     assert "biased" in text
+    # the same waits under virtual time change nothing: not starved
+    runs["clock"] = ["real"] * 8 + ["virtual"] * 7
+    r = reproduce.evaluate_claim(claim(), runs)
+    assert r.subject.starved == 1 and r.baseline.starved == 0
 
 
 def test_a_ratio_metric_and_a_claim_of_no_difference():

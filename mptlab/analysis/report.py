@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .. import rundir
 from ..rundir import CampaignDir, RunDir, RunDirError, breakdown
 from . import figures, ingest, reproduce, stats
 
@@ -156,7 +157,7 @@ FEC_METRICS = (
 )
 # what a run cost the host: emulator health, not a result ("Run health")
 HEALTH_METRICS = ("host_cpu_s", "host_cpu_wait_s", "host_cpu_wait_share")
-STARVED_SHARE = 0.10  # host_cpu_wait_share above this: `mptlab run` warned (starved)
+STARVED_SHARE = rundir.STARVED_WAIT_SHARE  # `mptlab run` warned (starved), real time only
 
 
 def _has_values(ok: pd.DataFrame, col: str) -> bool:
@@ -758,7 +759,8 @@ def _health_section(runs: pd.DataFrame, order: list, by: str, health: list[str])
         "<p class='muted'>What the runs cost the emulator host, not what they measured: "
         "<code>host_cpu_s</code> (CPU the guest used), <code>host_cpu_wait_s</code> (time it "
         "waited for a CPU), <code>host_cpu_wait_share</code> (wait / run time; above "
-        f"{STARVED_SHARE:.2f} the guest was starved and its timings are suspect).</p>"
+        f"{STARVED_SHARE:.2f} a real-time guest was starved and its timings are suspect; "
+        "a virtual-time guest's results do not depend on its wait).</p>"
     )
     rows = []
     share = (
@@ -768,7 +770,7 @@ def _health_section(runs: pd.DataFrame, order: list, by: str, health: list[str])
     )
     for g in order:
         sub = runs[runs[by] == g]
-        starved = int((share.loc[sub.index] > STARVED_SHARE).sum())
+        starved = int(stats.starved(sub).sum())
         rows.append(
             [
                 esc(g),

@@ -45,7 +45,6 @@ REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN = (
 )
 VERDICTS = (REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN)
 FEW = 5  # fewer runs per variant: a verdict's CI is rough, said next to it
-STARVED = 0.10  # host_cpu_wait_share above this: the guest was starved (mptlab run warns)
 
 
 @dataclass
@@ -58,7 +57,7 @@ class Side:
     runs: int = 0  # runs of the variant (current attempt, any status)
     not_ok: str = ""  # "1 stalled, 2 failed"
     no_value: int = 0  # ok runs without a value of the metric
-    starved: int = 0  # ok runs that waited > STARVED of their time for a host CPU
+    starved: int = 0  # ok real-time runs that waited for a host CPU (rundir.is_starved)
 
 
 @dataclass
@@ -136,10 +135,7 @@ def _side(entry: str, runs: pd.DataFrame, variants, metric_values) -> Side:
     if metric_values is not None:
         v = metric_values.loc[ok.index]
         side.no_value = int(v.isna().sum())
-    if "host_cpu_wait_share" in ok:
-        side.starved = int(
-            (pd.to_numeric(ok["host_cpu_wait_share"], errors="coerce") > STARVED).sum()
-        )
+    side.starved = int(stats.starved(ok).sum())
     return side
 
 
@@ -268,7 +264,8 @@ def expectations(experiments: list[str], file: Path | None = None) -> list[Expec
     for e in experiments:
         if e not in cat.experiments:
             where = file or "experiments.yaml"
-            out.append(Expectations(e, error=f"{e} is not an experiment of {where}"))
+            hint = "" if file else "; the campaign file it came from: --file FILE"
+            out.append(Expectations(e, error=f"{e} is not an experiment of {where}{hint}"))
             continue
         try:
             spec = cat.spec(e)

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 import pandas as pd
 
+from .. import rundir
+
 CONF = 0.95
 N_BOOT = 10_000
 SEED = 0
@@ -283,6 +285,19 @@ def qualify_variants(runs: pd.DataFrame) -> pd.DataFrame:
         runs = runs.copy()
         runs["variant"] = runs["experiment"].astype(str) + ":" + runs["variant"].astype(str)
     return runs
+
+
+def starved(runs: pd.DataFrame) -> pd.Series:
+    """Per run: starved of host CPU (real time only; ``rundir.is_starved``)."""
+    if "host_cpu_wait_share" not in runs:
+        return pd.Series(False, index=runs.index)
+    share = pd.to_numeric(runs["host_cpu_wait_share"], errors="coerce")
+    clock = runs["clock"] if "clock" in runs else pd.Series("real", index=runs.index)
+    return pd.Series(
+        [rundir.is_starved(s, c) for s, c in zip(share, clock, strict=True)],
+        index=runs.index,
+        dtype=bool,
+    )
 
 
 def ok_runs(runs: pd.DataFrame) -> pd.DataFrame:

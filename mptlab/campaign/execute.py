@@ -21,14 +21,7 @@ from .kernel import KernelBuild
 
 BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
 GUEST_AGENT = "mptlab.guest.agent"  # the module the guest runs (python -m)
-# A guest whose processes spent more than this share of the run ready to run
-# but waiting for a host CPU (scheduler statistics, mptlab.campaign.boot.TreeCPU)
-# was starved by its neighbours: its timing, hence its results, may be off.
-# Alone a guest waits ~3 %; bulk goodput held within 1 % up to ~23 % and lost
-# 3-4 % at ~34 % (docs/benchmarks.md, campaign throughput); delay metrics
-# feel waiting sooner, hence a margin.  Only for real time: a virtual-time
-# guest's results do not depend on when it gets a CPU (clock: virtual).
-STARVED_WAIT_SHARE = 0.10
+STARVED_WAIT_SHARE = rundir.STARVED_WAIT_SHARE  # (the reasons: mptlab/rundir.py)
 
 
 def wait_share(wait_s: float | None, seconds: float | None) -> float | None:
@@ -49,11 +42,7 @@ class Outcome:
     def starved(self) -> bool:
         """Its guest waited for a host CPU long enough to have changed its
         results: never under virtual time, where waiting costs no guest time."""
-        return (
-            self.clock == "real"
-            and self.cpu_wait_share is not None
-            and self.cpu_wait_share > STARVED_WAIT_SHARE
-        )
+        return rundir.is_starved(self.cpu_wait_share, self.clock)
 
 
 @dataclass(frozen=True)
