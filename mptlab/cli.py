@@ -55,8 +55,8 @@ def cmd_list(args) -> int:
 def cmd_show(args) -> int:
     """``show NAME`` (of experiments.yaml or --file), or ``show FILE``: each of
     its experiments, as ``run`` takes either."""
-    path = Path(args.name)
-    if args.file is None and (path.suffix in (".yaml", ".yml") or path.exists()):
+    path = _campaign_file(args.name)
+    if args.file is None and path is not None:
         cat = Catalog.load(path)
         for i, name in enumerate(cat.names(path)):
             if i:
@@ -129,9 +129,15 @@ def cmd_validate(args) -> int:
     return 0
 
 
-def _experiments(target: str, file: str | None) -> list[api.Experiment]:
+def _campaign_file(target: str) -> Path | None:
+    """``target`` of ``run``/``show`` as a campaign file, or None: an experiment name."""
     path = Path(target)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    return path if path.suffix in (".yaml", ".yml") or path.exists() else None
+
+
+def _experiments(target: str, file: str | None) -> list[api.Experiment]:
+    path = _campaign_file(target)
+    if path is not None:
         return api.experiments_of(path)
     return [api.Experiment.from_yaml(file, target) if file else api.Experiment.from_yaml(target)]
 

@@ -3,7 +3,8 @@ to end in test_campaign_e2e.py)."""
 
 from pathlib import Path
 
-from mptlab.campaign.runner import STARVED_WAIT_SHARE, CampaignReport, Outcome
+from mptlab.campaign.runner import CampaignReport, Outcome
+from mptlab.rundir import STARVED_WAIT_SHARE
 
 
 def test_runs_whose_guest_waited_for_cpu_are_flagged_but_not_failed():

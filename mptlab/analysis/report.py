@@ -157,7 +157,6 @@ FEC_METRICS = (
 )
 # what a run cost the host: emulator health, not a result ("Run health")
 HEALTH_METRICS = ("host_cpu_s", "host_cpu_wait_s", "host_cpu_wait_share")
-STARVED_SHARE = rundir.STARVED_WAIT_SHARE  # `mptlab run` warned (starved), real time only
 
 
 def _has_values(ok: pd.DataFrame, col: str) -> bool:
@@ -311,6 +310,23 @@ def _representative(runs: pd.DataFrame, metric: str | None, by: str) -> list[tup
     return out
 
 
+def _comparison_cells(metric: str, group, ref, r, notok: dict) -> list[str]:
+    """A row of a comparison table: ``r`` is a ``stats.compare`` result (a dict
+    or a ``stats.pairwise`` row) of ``group`` against ``ref``."""
+    sig = r["p_value"] < 0.05 if math.isfinite(r["p_value"]) else False
+    return [
+        esc(metric),
+        esc(group),
+        f"{r['n_a']} / {r['n_b']}",
+        _left_out(notok.get(ref, "")) + " / " + _left_out(notok.get(group, "")),
+        fmt(r["mean_a"]),
+        fmt(r["mean_b"]),
+        pct(r["rel_diff"]),
+        f"[{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
+        f"<span class='{'bad' if sig else ''}'>{fmt(r['p_value'], 3)}</span>",
+    ]
+
+
 def _paired_section(
     runs: pd.DataFrame, kmetrics: list[str], pairing: tuple[str, object, dict], notok: dict
 ) -> str:
@@ -321,22 +337,8 @@ def _paired_section(
     for m in kmetrics:
         for v, partner in pairs.items():
             c = stats.compare(ok[ok["variant"] == partner][m], ok[ok["variant"] == v][m])
-            r = c.as_dict()
-            sig = r["p_value"] < 0.05 if math.isfinite(r["p_value"]) else False
-            rows.append(
-                [
-                    esc(m),
-                    esc(v),
-                    esc(partner),
-                    f"{r['n_a']} / {r['n_b']}",
-                    _left_out(notok.get(partner, "")) + " / " + _left_out(notok.get(v, "")),
-                    fmt(r["mean_a"]),
-                    fmt(r["mean_b"]),
-                    pct(r["rel_diff"]),
-                    f"[{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
-                    f"<span class='{'bad' if sig else ''}'>{fmt(r['p_value'], 3)}</span>",
-                ]
-            )
+            cells = _comparison_cells(m, v, partner, c.as_dict(), notok)
+            rows.append([*cells[:2], esc(partner), *cells[2:]])
     return (
         f"<h2 id='compare'>Along <code>{esc(axis)}</code>: each variant against "
         f"<code>{esc(axis)}={esc(base)}</code> at the same other settings</h2>"
@@ -477,20 +479,7 @@ def build(
         for m in kmetrics:
             pw = stats.pairwise(runs, m, ref, by=by)
             for _, r in pw.iterrows():
-                sig = r["p_value"] < 0.05 if math.isfinite(r["p_value"]) else False
-                rows.append(
-                    [
-                        esc(m),
-                        esc(r[by]),
-                        f"{r['n_a']} / {r['n_b']}",
-                        _left_out(notok.get(ref, "")) + " / " + _left_out(notok.get(r[by], "")),
-                        fmt(r["mean_a"]),
-                        fmt(r["mean_b"]),
-                        pct(r["rel_diff"]),
-                        f"[{pct(r['ci_low'])}, {pct(r['ci_high'])}]",
-                        f"<span class='{'bad' if sig else ''}'>{fmt(r['p_value'], 3)}</span>",
-                    ]
-                )
+                rows.append(_comparison_cells(m, r[by], ref, r, notok))
         parts.append(
             table(
                 [
@@ -759,7 +748,7 @@ def _health_section(runs: pd.DataFrame, order: list, by: str, health: list[str])
         "<p class='muted'>What the runs cost the emulator host, not what they measured: "
         "<code>host_cpu_s</code> (CPU the guest used), <code>host_cpu_wait_s</code> (time it "
         "waited for a CPU), <code>host_cpu_wait_share</code> (wait / run time; above "
-        f"{STARVED_SHARE:.2f} a real-time guest was starved and its timings are suspect; "
+        f"{rundir.STARVED_WAIT_SHARE:.2f} a real-time guest was starved and its timings are suspect; "
         "a virtual-time guest's results do not depend on its wait).</p>"
     )
     rows = []
@@ -790,7 +779,7 @@ def _health_section(runs: pd.DataFrame, order: list, by: str, health: list[str])
                 "runs",
                 "ok",
                 "not ok",
-                f"starved (wait share > {STARVED_SHARE:.2f})",
+                f"starved (wait share > {rundir.STARVED_WAIT_SHARE:.2f})",
                 "max wait share",
             ],
             rows,

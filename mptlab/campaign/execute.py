@@ -21,7 +21,6 @@ from .kernel import KernelBuild
 
 BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
 GUEST_AGENT = "mptlab.guest.agent"  # the module the guest runs (python -m)
-STARVED_WAIT_SHARE = rundir.STARVED_WAIT_SHARE  # (the reasons: mptlab/rundir.py)
 
 
 def wait_share(wait_s: float | None, seconds: float | None) -> float | None:

@@ -10,7 +10,7 @@ import time
 from typing import TextIO
 
 from .. import rundir
-from .execute import STARVED_WAIT_SHARE, Outcome
+from .execute import Outcome
 from .runner import CampaignReport
 
 
@@ -99,7 +99,7 @@ def summary(name: str, out_dir, report: CampaignReport, out: TextIO | None = Non
         print(
             f"warning: {len(report.starved)} run(s) ({earlier} from earlier invocations) were "
             f"short of host CPU (their guest waited for a CPU up to {worst:.0%} of the run; "
-            f"over {STARVED_WAIT_SHARE:.0%} counts): their timing, hence goodput and delays, "
+            f"over {rundir.STARVED_WAIT_SHARE:.0%} counts): their timing, hence goodput and delays, "
             "may be off.  Rerun them with --retry-starved, with fewer --jobs if the campaign "
             "did not already back off (docs/deployment.md).",
             file=sys.stderr,

@@ -10,7 +10,7 @@ retried, with ``retry_starved`` a run whose guest was starved of host CPU
 (``rep-NNN.starved-K``).  Nothing is deleted or overwritten.
 
 Concurrency adapts downwards: when a run comes back starved (its guest
-waited for a host CPU more than ``STARVED_WAIT_SHARE`` of the time), the
+waited for a host CPU more than ``rundir.STARVED_WAIT_SHARE`` of the time), the
 campaign runs one guest fewer from then on (never fewer than one) and says
 so; starved runs are listed at the end, to be rerun with ``retry_starved``.
 That guard is for real time only: a virtual-time run (``clock: virtual``)
@@ -53,12 +53,11 @@ from ..rundir import CampaignDir, RunSpec, clock_of
 from ..spec.yamlsrc import SpecError
 from .boot import CONFINE_ENV, Interrupted, check_confinement, confined
 from .cluster import run_on_cluster
-from .execute import STARVED_WAIT_SHARE, Outcome, Provenance, execute, previous
+from .execute import Outcome, Provenance, execute, previous
 from .kernel import KernelBuild
 from .provenance import git_commit, host_tools
 
 __all__ = [
-    "STARVED_WAIT_SHARE",
     "Campaign",
     "CampaignLock",
     "CampaignLocked",
