@@ -40,6 +40,29 @@ def test_verdict(direction, lo, hi, tol, want):
     assert reproduce.verdict(direction, lo, hi, tol) == want
 
 
+@pytest.mark.parametrize(
+    "paper,ours,lo,hi,band,want",
+    [
+        (0.12, 0.10, 0.05, 0.15, 0.04, "reproduced"),  # the paper's change inside our CI
+        (0.12, 0.15, 0.14, 0.16, 0.04, "reproduced"),  # outside the CI, within the band
+        (0.12, 0.30, 0.25, 0.35, 0.04, "direction only"),
+        (11.41, 0.61, 0.40, 0.80, 3.8, "direction only"),  # DAPS: +1141 % vs ours +61 %
+        (0.12, -0.10, -0.15, -0.05, 0.04, "opposite"),  # the sign decides first
+        (0.12, 0.02, -0.02, 0.06, 0.04, "inconclusive"),
+    ],
+)
+def test_a_verdict_weighs_the_size(paper, ours, lo, hi, band, want):
+    direction = 1 if paper > 0 else -1
+    assert reproduce.verdict(direction, lo, hi, paper=paper, ours=ours, band=band) == want
+
+
+def test_the_default_size_band_is_a_third_of_the_change_and_at_least_3_points():
+    assert claim(paper=None, change="+12%").size_band() == pytest.approx(0.04)
+    assert claim(paper=None, change="-65%").size_band() == pytest.approx(0.65 / 3)
+    assert claim(paper=None, change="+2%").size_band() == pytest.approx(0.03)
+    assert claim(paper=None, change="+12%", size_tolerance="10%").size_band() == 0.1
+
+
 def runs_table(samples: dict[str, tuple[dict, list]], metric: str = "delay_mean_ms"):
     """A runs table: variant -> (its keys, [value or a status string, ...])."""
     rows = []
@@ -90,7 +113,7 @@ def test_claims_take_their_direction_from_the_paper():
 def test_a_lower_delay_reproduces_a_higher_one_is_opposite():
     runs = runs_table(
         {
-            "scheduler=blest": (BLEST, list(60 + RNG.normal(0, 1, 10))),
+            "scheduler=blest": (BLEST, list(62.5 + RNG.normal(0, 1, 10))),
             "scheduler=minrtt": (MINRTT, list(68 + RNG.normal(0, 1, 10))),
         }
     )
@@ -100,6 +123,23 @@ def test_a_lower_delay_reproduces_a_higher_one_is_opposite():
     assert -0.15 < r.ci_low < r.rel_diff < r.ci_high < 0
     flipped = claim(compare=["scheduler=minrtt", "scheduler=blest"], paper=[62.8, 68])
     assert reproduce.evaluate_claim(flipped, runs).verdict == "opposite"
+    # the paper's -7.6 %, ours about -26 %: the sign, not the size
+    runs.loc[runs["variant"] == "scheduler=blest", "delay_mean_ms"] -= 12
+    r = reproduce.evaluate_claim(claim(), runs)
+    assert r.verdict == "direction only" and "-7.6 % is outside our CI" in r.why
+    assert reproduce.to_frame("e", [r])["level_baseline"].iloc[0] == pytest.approx(1, abs=0.02)
+    text = reproduce.render_text(reproduce.Expectations("e", [claim()]), [r])
+    assert "[direction only]" in text and "size +-3 points" in text
+
+
+def test_a_statistic_that_is_the_same_in_every_run_is_flagged_not_judged():
+    runs = runs_table(
+        {"scheduler=blest": (BLEST, [0.0] * 6), "scheduler=minrtt": (MINRTT, [0.0] * 6)},
+        metric="k_ofo_bytes_p50",
+    )
+    c = claim(metric="k_ofo_bytes_p50", paper=None, change="-8%")
+    r = reproduce.evaluate_claim(c, runs)
+    assert r.verdict == "constant" and "is 0 in every ok run of both variants" in r.why
 
 
 def test_overlapping_samples_are_inconclusive_and_one_run_has_no_ci():
@@ -119,7 +159,7 @@ def test_overlapping_samples_are_inconclusive_and_one_run_has_no_ci():
 def test_missing_variants_and_metrics_are_not_run_and_alternatives_fall_back():
     runs = runs_table(
         {
-            "scheduler=blest": (BLEST, list(60 + RNG.normal(0, 1, 5))),
+            "scheduler=blest": (BLEST, list(62.5 + RNG.normal(0, 1, 5))),
             "scheduler=minrtt": (MINRTT, list(68 + RNG.normal(0, 1, 5))),
         }
     )
@@ -170,7 +210,7 @@ def test_a_ratio_metric_and_a_claim_of_no_difference():
         },
         metric="goodput_mbps",
     )
-    rows["bg_received_mbps"] = 10.0
+    rows["bg_received_mbps"] = [10.0, 10.1, 9.9, 10.0, 10.0, 10.1, 9.9, 10.0]
     c = Claim.model_validate(
         {
             "metric": "goodput_mbps / bg_received_mbps",
@@ -181,7 +221,7 @@ def test_a_ratio_metric_and_a_claim_of_no_difference():
         }
     )
     r = reproduce.evaluate_claim(c, rows)
-    assert r.verdict == "reproduced" and r.subject.summary.mean == pytest.approx(0.6)
+    assert r.verdict == "reproduced" and r.subject.summary.mean == pytest.approx(0.6, rel=1e-3)
     same = Claim.model_validate(
         {**c.model_dump(), "paper": [1.0, 1.0], "tolerance": 0.05, "metric": "bg_received_mbps"}
     )
@@ -199,9 +239,17 @@ def test_a_zero_baseline_uses_the_difference_of_means():
         {"scheduler=blest": (BLEST, [5.0, 6.0, 7.0]), "scheduler=minrtt": (MINRTT, [0.0, 0.0, 0.0])}
     )
     c = claim(paper=[0.1, 0.53], metric="delay_mean_ms")
-    assert reproduce.evaluate_claim(c, runs).verdict == "inconclusive"
+    assert reproduce.evaluate_claim(c, runs).verdict == "constant"
     r = reproduce.evaluate_claim(c, more)
     assert r.absolute and r.verdict == "opposite"
+    # the size of a difference from a zero baseline, where the paper gives values
+    up = claim(paper=[6.5, 0.5], metric="delay_mean_ms")
+    r = reproduce.evaluate_claim(up, more)
+    assert r.absolute and r.verdict == "reproduced"
+    r = reproduce.evaluate_claim(claim(paper=[20.5, 0.5], metric="delay_mean_ms"), more)
+    assert r.verdict == "direction only"
+    r = reproduce.evaluate_claim(claim(paper=None, change="+50%"), more)
+    assert r.verdict == "direction only" and "no relative size" in r.why
 
 
 # ------------------------------------------------------------ the language
@@ -331,10 +379,11 @@ FIXTURE_CLAIMS = """experiments:
     variants:
       - {name: tcp-wlan, kernel.mptcp: false, kernel.tcp_path: 1}
     expect:
-      - {metric: goodput_mbps, compare: [scheduler=blest, tcp-wlan], paper: [12, 8], unit: Mbit/s, claim: "BLEST beats TCP on WLAN", source: "Fig. 8"}
+      - {metric: goodput_mbps, compare: [scheduler=blest, tcp-wlan], paper: [11.5, 9], unit: Mbit/s, claim: "BLEST beats TCP on WLAN", source: "Fig. 8"}
       - {metric: goodput_mbps, compare: [scheduler=blest, tcp-wlan], change: "-20%", claim: "BLEST below TCP on WLAN", source: "made up"}
       - {metric: goodput_mbps, compare: [scheduler=blest, scheduler=minrtt], change: "+12%", claim: "BLEST +12 % vs minRTT", source: "Sec. VI-A"}
       - {metric: goodput_mbps, compare: [scheduler=otias, scheduler=minrtt], change: "+6%", claim: "OTIAS +6 % vs minRTT", source: "Sec. IV-C"}
+      - {metric: goodput_mbps, compare: [scheduler=blest, tcp-wlan], paper: [12, 6], unit: Mbit/s, claim: "BLEST twice TCP on WLAN", source: "made up"}
 """
 
 
@@ -352,10 +401,12 @@ def test_mptlab_reproduce_prints_each_claim_with_its_verdict(fixture_results, mp
     p = mptlab("reproduce", "fixture", root / "fixture", "--file", claims, "--no-pcap")
     assert p.returncode == 0, p.stderr
     out = p.stdout
-    assert "fixture: 4 claims" in out
-    assert "1 reproduced, 1 opposite, 1 inconclusive, 1 not run" in out
+    assert "fixture: 5 claims" in out
+    assert "1 reproduced, 1 direction only, 1 opposite, 1 inconclusive, 1 not run" in out
     assert "[reproduced] BLEST beats TCP on WLAN  (Fig. 8)" in out
-    assert "paper: 12 vs 8 Mbit/s (+50.0 %)" in out
+    assert "paper: 11.5 vs 9 Mbit/s (+27.8 %, size +-9 points)" in out
+    assert "[direction only] BLEST twice TCP on WLAN" in out
+    assert "ours tcp-wlan: 7.316 [6.905, 7.727] n=2  (1.22x the paper's value)" in out
     assert "[opposite] BLEST below TCP on WLAN" in out
     assert "[inconclusive] BLEST +12 % vs minRTT" in out
     assert (
@@ -366,7 +417,7 @@ def test_mptlab_reproduce_prints_each_claim_with_its_verdict(fixture_results, mp
     assert "the fixture's runs are 2 per variant" in out
     # DIR alone: every experiment there; NAME with no runs there: a clear error
     p = mptlab("reproduce", root / "fixture", "--file", claims, "--no-pcap")
-    assert p.returncode == 0 and "fixture: 4 claims" in p.stdout
+    assert p.returncode == 0 and "fixture: 5 claims" in p.stdout
     p = mptlab("reproduce", "blest-3g-wlan", root / "fixture", "--no-pcap")
     assert p.returncode == 2 and "no runs of blest-3g-wlan; experiments there: fixture" in p.stderr
 
@@ -438,5 +489,12 @@ def test_results_reproduce_gives_one_row_per_claim(fixture_results, tmp_path):
     exp = mptlab.Experiment.from_yaml(claims, "fixture")
     res = mptlab.Results(root / "fixture", pcap=False)
     df = res.reproduce(exp)
-    assert list(df["verdict"]) == ["reproduced", "opposite", "inconclusive", "not run"]
-    assert df.loc[0, "n_subject"] == 2 and df.loc[0, "paper_change"] == pytest.approx(0.5)
+    assert list(df["verdict"]) == [
+        "reproduced",
+        "opposite",
+        "inconclusive",
+        "not run",
+        "direction only",
+    ]
+    assert df.loc[0, "n_subject"] == 2 and df.loc[0, "paper_change"] == pytest.approx(11.5 / 9 - 1)
+    assert df.loc[4, "level_baseline"] == pytest.approx(7.316 / 6, abs=0.01)

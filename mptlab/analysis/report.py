@@ -55,7 +55,7 @@ h1{font-size:24px;margin-bottom:4px}h2{font-size:19px;border-bottom:2px solid #d
 table{border-collapse:collapse;margin:8px 0 16px;font-size:12.5px}
 th,td{border:1px solid #d0d7de;padding:3px 8px;text-align:right;vertical-align:top}
 th{background:#eef2f6}td.l,th.l{text-align:left}tr.first td{border-top:2px solid #8c959f}
-.muted{color:#57606a}.bad{color:#b42318;font-weight:600}.good{color:#1a7f37}
+.muted{color:#57606a}.bad{color:#b42318;font-weight:600}.good{color:#1a7f37}.warn{color:#9a6700;font-weight:600}
 .figs{display:flex;flex-wrap:wrap;gap:12px}.fig{border:1px solid #d0d7de;padding:6px;background:#fff}
 .fig img{width:540px;display:block}.fig .cap{font-size:12px;color:#57606a;margin-top:4px}
 pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px;max-height:420px}
@@ -632,6 +632,8 @@ def _summary_table(summ: pd.DataFrame, by: str, notok: dict | None = None) -> st
 
 VERDICT_CLASS = {
     "reproduced": "good",
+    "direction only": "warn",
+    "constant": "muted",
     "opposite": "bad",
     "different": "bad",
     "inconclusive": "muted",
@@ -727,14 +729,9 @@ def _reproduction_section(all_runs: pd.DataFrame, claims_file: Path | None) -> s
                 f"{esc(' '.join(exp.notes.split()))}</p>"
             )
     parts.append(
-        "<p class='muted'>Verdicts: <i>reproduced</i>: the 95 % CI of our relative difference "
-        "excludes zero and has the paper's sign (a claim of no difference: the CI lies within "
-        "its tolerance); <i>opposite</i>: it excludes zero with the other sign; "
-        "<i>different</i>: a claim of no difference whose CI lies outside its tolerance; "
-        "<i>inconclusive</i>: it includes zero; <i>not run</i>: a variant or the metric is "
-        "not in these runs. Claims come from each experiment's <code>expect:</code> "
-        "(experiments.yaml or <code>--file</code>); <code>mptlab reproduce</code> prints "
-        "the same.</p>"
+        f"<p class='muted'>Verdicts: {esc(reproduce.VERDICT_LEGEND)} Claims come from each "
+        "experiment's <code>expect:</code> (experiments.yaml or <code>--file</code>); "
+        "<code>mptlab reproduce</code> prints the same.</p>"
     )
     if quiet:
         parts.append("<p class='muted'>No claims: " + "; ".join(esc(q) for q in quiet) + ".</p>")

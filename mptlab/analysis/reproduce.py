@@ -7,16 +7,27 @@ experiment (``mptlab.spec.expect``) against its runs.
 Per claim: the two variants its ``compare`` entries name in this campaign,
 our mean with its 95 % bootstrap CI and n for each (ok runs of the current
 attempt, as every statistic), the relative difference subject vs baseline
-with its bootstrap CI (``stats.compare``), and a verdict:
+with its bootstrap CI (``stats.compare``), and a verdict that weighs the
+size as well as the sign:
 
-- ``reproduced``: the CI of our difference excludes zero and has the
-  paper's sign (a claim of no difference: the CI lies within
-  +-``tolerance``);
+- ``reproduced``: the CI of our difference excludes zero with the paper's
+  sign, and the paper's change lies inside that CI or within the claim's
+  size band of our difference (``Claim.size_band``: max(3 points, a third
+  of the paper's change) unless the claim states ``size_tolerance``); a
+  claim of no difference: the CI lies within +-``tolerance``;
+- ``direction only``: the paper's sign, but not its size;
 - ``opposite``: the CI excludes zero with the other sign;
 - ``different`` (claims of no difference only): the CI lies outside
   +-``tolerance``;
 - ``inconclusive``: anything else (the CI spans zero, n < 2);
+- ``constant``: the statistic has one value in every ok run of both
+  variants (e.g. an OFO median that is 0 in every run): it cannot decide
+  the claim, which is flagged, not judged;
 - ``not run``: a variant or the metric is not in the campaign.
+
+Where the paper gives values, our means stand next to them with their
+ratio (``level``): a claim can be reproduced in its change while the
+absolute level differs, which the ratio shows.
 
 With each variant, the runs that did not end ok (failed, stalled, ...):
 they are left out of the statistics, which can bias the comparison.
@@ -36,14 +47,26 @@ from ..rundir import breakdown
 from ..spec.expect import Claim, metric_columns, resolve
 from . import stats
 
-REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN = (
+REPRODUCED, DIRECTION_ONLY, OPPOSITE, DIFFERENT, INCONCLUSIVE, CONSTANT, NOT_RUN = (
     "reproduced",
+    "direction only",
     "opposite",
     "different",
     "inconclusive",
+    "constant",
     "not run",
 )
-VERDICTS = (REPRODUCED, OPPOSITE, DIFFERENT, INCONCLUSIVE, NOT_RUN)
+VERDICTS = (REPRODUCED, DIRECTION_ONLY, OPPOSITE, DIFFERENT, INCONCLUSIVE, CONSTANT, NOT_RUN)
+VERDICT_LEGEND = (
+    "reproduced: the 95 % CI of our relative difference excludes zero with the paper's sign "
+    "and the paper's change lies inside it or within the claim's size band (default max(3 "
+    "points, a third of the paper's change)); a claim of no difference: the CI lies within "
+    "its tolerance. direction only: the paper's sign, not its size. opposite: the CI "
+    "excludes zero with the other sign. different: a claim of no difference whose CI lies "
+    "outside its tolerance. inconclusive: the CI includes zero. constant: the statistic has "
+    "one value in every run, it cannot decide the claim. not run: a variant or the metric "
+    "is not in these runs."
+)
 FEW = 5  # fewer runs per variant: a verdict's CI is rough, said next to it
 
 
@@ -79,9 +102,22 @@ class ClaimResult:
         return self.claim.paper_change()
 
 
-def verdict(direction: int, lo: float, hi: float, tolerance: float | None = None) -> str:
+def verdict(
+    direction: int,
+    lo: float,
+    hi: float,
+    tolerance: float | None = None,
+    *,
+    paper: float | None = None,
+    ours: float | None = None,
+    band: float = 0.0,
+) -> str:
     """The verdict from the paper's direction (+1, -1; 0: no difference within
-    ``tolerance``) and the CI [lo, hi] of our relative difference."""
+    ``tolerance``) and the CI [lo, hi] of our relative difference.  With the
+    paper's change (``paper``) and our point estimate (``ours``), a right
+    sign is ``reproduced`` only if the paper's change lies in [lo, hi] or
+    within ``band`` of ours, else ``direction only``; without them the sign
+    alone decides (``reproduced``)."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return INCONCLUSIVE
     if direction == 0:
@@ -91,10 +127,15 @@ def verdict(direction: int, lo: float, hi: float, tolerance: float | None = None
         if lo > tol or hi < -tol:
             return DIFFERENT
         return INCONCLUSIVE
-    if lo > 0 or hi < 0:
-        ours = 1 if lo > 0 else -1
-        return REPRODUCED if ours == direction else OPPOSITE
-    return INCONCLUSIVE
+    if not (lo > 0 or hi < 0):
+        return INCONCLUSIVE
+    if (1 if lo > 0 else -1) != direction:
+        return OPPOSITE
+    if paper is None or ours is None or not math.isfinite(paper):
+        return REPRODUCED
+    if lo <= paper <= hi or abs(ours - paper) <= band:
+        return REPRODUCED
+    return DIRECTION_ONLY
 
 
 def values(runs: pd.DataFrame, metric: str) -> pd.Series | None:
@@ -175,9 +216,18 @@ def evaluate_claim(
     if empty:
         res.why = f"no ok run with a value of {claim.metric} in {', '.join(map(str, empty))}"
         return res
+    both = pd.concat(samples)
+    if len(both) >= 2 and both.nunique() == 1:
+        res.verdict = CONSTANT
+        res.why = (
+            f"{claim.metric} is {_num(float(both.iloc[0]))} in every ok run of both variants "
+            f"(n={len(samples[0])}, {len(samples[1])}): it cannot decide this claim"
+        )
+        return res
     c = stats.compare(samples[1], samples[0], conf, n_boot, seed)
     res.rel_diff, res.ci_low, res.ci_high, res.p_value = c.rel_diff, c.ci_low, c.ci_high, c.p_value
     lo, hi = c.ci_low, c.ci_high
+    paper, band = claim.paper_change(), claim.size_band()
     if base.summary.mean == 0 and len(samples[0]) >= 2 and len(samples[1]) >= 2:
         # no relative difference from a zero baseline: the sign from the difference of means
         res.absolute = True
@@ -187,7 +237,24 @@ def evaluate_claim(
         lo, hi = (float(x) for x in np.quantile(d, [(1 - conf) / 2, 1 - (1 - conf) / 2]))
         res.ci_low, res.ci_high = lo, hi
         res.rel_diff = subj.summary.mean - base.summary.mean
-    res.verdict = verdict(claim.direction, lo, hi, claim.tolerance)
+        # the size, where the paper gives values: its difference in our unit
+        vals = claim.paper_values()
+        if vals is not None:
+            paper = (vals[0] - vals[1]) * claim.scale
+            band = abs(paper) * band / max(abs(claim.paper_change()), 1e-9)
+        else:
+            paper = math.nan  # a relative change cannot be held against a zero baseline
+    res.verdict = verdict(
+        claim.direction, lo, hi, claim.tolerance, paper=paper, ours=res.rel_diff, band=band
+    )
+    if res.verdict == REPRODUCED and res.absolute and not math.isfinite(paper):
+        res.verdict = DIRECTION_ONLY
+        res.why = "the baseline's mean is 0: no relative size to hold against the paper's"
+    if res.verdict == DIRECTION_ONLY and not res.why:
+        res.why = (
+            f"the paper's {_size(paper, res.absolute)} is outside our CI and more than "
+            f"{_size(band, res.absolute, sign=False)} from ours"
+        )
     if res.verdict == INCONCLUSIVE:
         small = [s.variant for s in (subj, base) if s.summary is not None and s.summary.n < 2]
         if small:
@@ -196,7 +263,7 @@ def evaluate_claim(
             res.why = f"the CI straddles the +-{claim.tolerance:.0%} band"
         else:
             res.why = "the CI includes zero"
-    elif min(len(samples[0]), len(samples[1])) < FEW:
+    elif min(len(samples[0]), len(samples[1])) < FEW and not res.why:
         res.why = f"few runs (n < {FEW}): the bootstrap CI is rough"
     for side in (subj, base):
         if side.not_ok:
@@ -292,12 +359,17 @@ def to_frame(experiment: str, results: list[ClaimResult]) -> pd.DataFrame:
             "paper_subject": vals[0],
             "paper_baseline": vals[1],
             "paper_change": cl.paper_change(),
+            "size_band": cl.size_band() if cl.direction else math.nan,
             "direction": cl.direction,
         }
-        for name, side in (("subject", r.subject), ("baseline", r.baseline)):
+        for name, side, pv in (
+            ("subject", r.subject, vals[0]),
+            ("baseline", r.baseline, vals[1]),
+        ):
             s = side.summary
             row[f"n_{name}"] = s.n if s else 0
             row[f"mean_{name}"] = s.mean if s else math.nan
+            row[f"level_{name}"] = level(side, pv, cl.scale)
             row[f"ci_low_{name}"] = s.ci_low if s else math.nan
             row[f"ci_high_{name}"] = s.ci_high if s else math.nan
             row[f"not_ok_{name}"] = side.not_ok
@@ -326,6 +398,13 @@ def pct(x: float) -> str:
     return "-" if x is None or not math.isfinite(x) else f"{x * 100:+.1f} %"
 
 
+def _size(x: float, absolute: bool, sign: bool = True) -> str:
+    """A change in words: relative (points of %) or a difference of means."""
+    if absolute:
+        return f"{x:+.4g}" if sign else f"{x:.4g}"
+    return pct(x) if sign else f"{x * 100:.1f} points"
+
+
 def ours_text(side: Side) -> str:
     s = side.summary
     if s is None or side.variant is None:
@@ -351,17 +430,28 @@ def paper_text(claim: Claim) -> str:
     change = pct(claim.paper_change())
     if claim.direction == 0:
         change = f"no difference (+-{claim.tolerance:.0%})"
+    else:
+        change += f", size +-{claim.size_band() * 100:.0f} points"
     if vals is None:
         return change
     return f"{_num(vals[0])} vs {_num(vals[1])}{unit} ({change})"
 
 
-def level_text(side: Side, paper: float | None, scale: float) -> str:
-    """Our mean over the paper's value, both in the metric's unit."""
+def level(side: Side, paper: float | None, scale: float) -> float:
+    """Our mean over the paper's value (both in the metric's unit); nan without one."""
     s = side.summary
-    if s is None or paper is None or not paper or not math.isfinite(s.mean):
+    if s is None or paper is None or not paper or not math.isfinite(paper):
+        return math.nan
+    if not math.isfinite(s.mean):
+        return math.nan
+    return s.mean / (paper * scale)
+
+
+def level_text(side: Side, paper: float | None, scale: float) -> str:
+    """Our mean over the paper's value, as '0.34x'; '' without one."""
+    ratio = level(side, paper, scale)
+    if not math.isfinite(ratio):
         return ""
-    ratio = s.mean / (paper * scale)
     if abs(ratio) >= 10:
         return f"{ratio:.0f}x"
     return f"{ratio:.2f}x" if abs(ratio) >= 1 else f"{ratio:.2g}x"
@@ -429,6 +519,7 @@ __all__ = [
     "VERDICTS",
     "counts",
     "evaluate",
+    "level",
     "evaluate_claim",
     "expectations",
     "quick_campaigns",

@@ -22,7 +22,9 @@ The claim's direction is the sign of the paper's difference: from ``paper``
 or from ``change`` (the paper's relative difference, e.g. ``-0.08`` or
 ``"-8%"``).  With ``tolerance`` the claim is one of no difference (the
 paper says "similar"; its own difference must lie within the band); equal
-values need it.  ``scale`` converts the paper's
+values need it.  ``size_tolerance`` is how far our relative difference may
+lie from the paper's and still count as its size (default: max(3 points,
+a third of the paper's change)).  ``scale`` converts the paper's
 values to the metric's unit (KiB -> bytes: 1024); verdicts use relative
 differences only, so units matter for showing paper and ours side by side.
 
@@ -152,6 +154,12 @@ class Claim(BaseModel):
         ge=0,
         description="a claim of no difference: the relative band that counts as equal",
     )
+    size_tolerance: Fraction | None = Field(
+        None,
+        gt=0,
+        description="how far our relative difference may lie from the paper's and still be "
+        "its size (0.05: 5 points); default max(3 points, a third of the paper's change)",
+    )
     unit: str = Field("", description="the unit of the paper's values, as the paper gives them")
     scale: float = Field(1.0, gt=0, description="metric unit per paper unit (KiB -> B: 1024)")
     claim: str = Field(min_length=1, description="the claim in words")
@@ -221,6 +229,15 @@ class Claim(BaseModel):
         values = self.paper_values()
         assert values is not None
         return values[0] / values[1] - 1 if values[1] else 0.0
+
+    def size_band(self) -> float:
+        """How far our relative difference may lie from the paper's and still
+        count as the paper's size: ``size_tolerance``, else max(3 points, a
+        third of the paper's change) (chosen: a +12 % claim is met by +8 to
+        +16 %, a -65 % one by -87 to -43 %)."""
+        if self.size_tolerance is not None:
+            return float(self.size_tolerance)
+        return max(0.03, abs(self.paper_change()) / 3)
 
     @property
     def direction(self) -> int:
