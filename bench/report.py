@@ -21,9 +21,9 @@ def machine() -> str:
     return f"{platform.node()}, {os.cpu_count()} CPUs, Linux {platform.release()}"
 
 
-def write_section(key: str, title: str, command: str, body: str) -> None:
-    """Replace (or append) the section ``key`` of docs/benchmarks.md."""
-    text = DOC.read_text() if DOC.exists() else HEADER
+def write_section(key: str, title: str, command: str, body: str, doc: Path = DOC) -> None:
+    """Replace (or append) the section ``key`` of docs/benchmarks.md (or ``doc``)."""
+    text = doc.read_text() if doc.exists() else HEADER
     stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
     section = (
         f"<!-- bench:{key} -->\n## {title}\n\n"
@@ -37,5 +37,5 @@ def write_section(key: str, title: str, command: str, body: str) -> None:
         text = pattern.sub(lambda _: section, text)
     else:
         text = text.rstrip("\n") + "\n\n" + section
-    DOC.parent.mkdir(exist_ok=True)
-    DOC.write_text(text)
+    doc.parent.mkdir(exist_ok=True)
+    doc.write_text(text)

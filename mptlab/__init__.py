@@ -29,6 +29,7 @@ _API = {
     "Results": "mptlab.api",
     "run": "mptlab.api",
     "experiments_of": "mptlab.api",
+    "reproduce_all": "mptlab.api",
     "Bulk": "mptlab.spec.workloads",
     "Cbr": "mptlab.spec.workloads",
     "Blocks": "mptlab.spec.workloads",
@@ -54,11 +55,12 @@ __all__ = [
     "SpecError",
     "Web",
     "experiments_of",
+    "reproduce_all",
     "run",
 ]
 
 if TYPE_CHECKING:
-    from .api import Experiment, Results, experiments_of, run
+    from .api import Experiment, Results, experiments_of, reproduce_all, run
     from .campaign.kernel import KernelNotBuilt
     from .spec.workloads import Background, Blocks, Bulk, Cbr, Dash, Idle, Live, Web
     from .spec.yamlsrc import SpecError

@@ -34,7 +34,7 @@ from .spec.models import ExperimentSpec, Profile, TopologySpec
 from .spec.workloads import Background, Workload
 from .spec.yamlsrc import Source, SpecError, load
 
-__all__ = ["Experiment", "KernelNotBuilt", "Results", "experiments_of", "run"]
+__all__ = ["Experiment", "KernelNotBuilt", "Results", "experiments_of", "reproduce_all", "run"]
 
 
 def _is_mininet_topo(value: Any) -> bool:
@@ -322,3 +322,55 @@ def run(
     if progress:
         summary(experiment.name, out_dir, report)
     return Results(out_dir, report)
+
+
+def reproduce_all(
+    results: Path | str | None = None,
+    out: Path | str | None = None,
+    markdown: Path | str | None = None,
+    *,
+    pcap: bool = True,
+    file: Path | str | None = None,
+    seed: int = 0,
+    do_ingest: bool = True,
+    run_missing: bool = False,
+    repetitions: int | None = None,
+    jobs: int | None = None,
+    quick: bool = False,
+) -> Any:
+    """Every experiment with claims (``expect:``; those of experiments.yaml, or
+    of the campaign file ``file``) against its campaign dir below ``results``
+    (default ``./results``): ``NAME``, else ``NAME-quick``, else its claims
+    are ``not run`` (``mptlab reproduce --all``).  One row per claim (pandas),
+    ``Results.reproduce()``'s columns with ``paper``, ``campaign_dir`` and
+    ``quick``.  ``out``: write the HTML page there; ``markdown``: the summary
+    tables as Markdown.
+
+    ``run_missing``: first run, with :func:`run` (``repetitions``, ``jobs``,
+    ``quick`` as there), every experiment that has no campaign dir yet (neither
+    ``NAME`` nor ``NAME-quick``).  A run stopped by SIGINT or SIGTERM raises
+    ``KeyboardInterrupt``: nothing is evaluated; call again to resume."""
+    from .analysis import reproduce_page
+
+    root = Path(results or home.results_dir())
+    claims_file = Path(file) if file else None
+    if run_missing:
+        for name in reproduce_page.missing(root, claims_file):
+            exp = (
+                Experiment.from_yaml(claims_file, name)
+                if claims_file
+                else Experiment.from_yaml(name)
+            )
+            done = run(exp, out=root, repetitions=repetitions, jobs=jobs, quick=quick)
+            if done.report and done.report.stopped:
+                raise KeyboardInterrupt(f"{name}: stopped by {done.report.stopped}")
+    page = reproduce_page.build(
+        root,
+        out=Path(out) if out else None,
+        markdown=Path(markdown) if markdown else None,
+        file=claims_file,
+        pcap=pcap,
+        seed=seed,
+        do_ingest=do_ingest,
+    )
+    return page.frame

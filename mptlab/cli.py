@@ -7,6 +7,7 @@ mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--r
                      [--retry-starved] [--cluster ADDRESS] [--clock real|virtual]
 mptlab nightly NAME [run options] | --accept [S]   run, compare with the baseline, record
 mptlab ingest|query|stats|report|reproduce|compare|pcap ...  analysis (mptlab.analysis.cli)
+mptlab reproduce --all [--results ROOT] [--run --reps N]   one page over every paper's claims
 """
 
 from __future__ import annotations
@@ -171,6 +172,15 @@ def cmd_run(args) -> int:
     return status
 
 
+def _reproduce_all(**options):
+    """``reproduce --all`` (``mptlab.api.reproduce_all``); a campaign that cannot
+    start (no kernel, locked, ...) is an error of the command, as for ``run``."""
+    try:
+        return api.reproduce_all(**options)
+    except (KernelNotBuilt, ClusterError, CampaignLocked, ConfinementError) as exc:
+        raise SpecError(str(exc)) from None
+
+
 def cmd_nightly(args) -> int:
     root = Path(args.root) if args.root else nightly.default_root()
     if args.accept is not None:
@@ -275,7 +285,10 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=analysis_cli.bad_input_is_spec_error(cmd_nightly))
 
     analysis_cli.add_subcommands(
-        sub, results=home.results_dir(), rules=lambda: home.data("compare-rules.yaml")
+        sub,
+        results=home.results_dir(),
+        rules=lambda: home.data("compare-rules.yaml"),
+        reproduce_all=_reproduce_all,
     )
     return parser
 

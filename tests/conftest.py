@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -30,6 +31,67 @@ class CLI:
 @pytest.fixture(scope="session")
 def mptlab() -> CLI:
     return CLI()
+
+
+class Chromium:
+    """Headless Chromium, for pages that must render as a browser shows them
+    (the HTML report, the reproduction page): ``run(args)``, the DOM of a URL,
+    a screenshot as an RGB(A) array."""
+
+    binary = shutil.which("chromium") or shutil.which("chromium-browser")
+
+    def __init__(self, tmp: Path):
+        self.tmp = tmp
+
+    def run(self, args: list[str]) -> subprocess.CompletedProcess:
+        if self.binary is None:
+            pytest.fail(
+                "chromium is not installed (scripts/install-deps.sh installs Debian's chromium)"
+            )
+        cmd = [
+            self.binary,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            f"--user-data-dir={self.tmp / 'profile'}",
+            *args,
+        ]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+
+    def dom(self, page: Path) -> str:
+        p = self.run(["--dump-dom", page.as_uri()])
+        assert p.returncode == 0, p.stderr[-2000:]
+        return p.stdout
+
+    def screenshot(self, page: Path, width: int, height: int):
+        """The page as a (height, width, channels) uint8 array."""
+        import numpy as np
+        from matplotlib import image
+
+        shot = self.tmp / f"{page.stem}.png"
+        p = self.run(
+            [f"--screenshot={shot}", f"--window-size={width},{height}", "--hide-scrollbars"]
+            + [page.as_uri()]
+        )
+        assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]
+        return (image.imread(shot) * 255).round().astype(np.uint8)
+
+    @staticmethod
+    def count(img, rgb: tuple, tol: int = 6) -> int:
+        """Pixels of colour ``rgb`` (within ``tol`` per channel)."""
+        import numpy as np
+
+        return int((np.abs(img[:, :, :3].astype(int) - np.array(rgb)) <= tol).all(axis=2).sum())
+
+
+@pytest.fixture
+def chromium(tmp_path) -> Chromium:
+    return Chromium(tmp_path)
 
 
 @pytest.fixture(scope="session")

@@ -264,3 +264,28 @@ def test_background_pairs_sum_to_bg_received_mbps(results):
     assert runs.loc[str(run_dir), "bg_received_mbps"] == pytest.approx(9.5)
     # runs without background have no value, not zero
     assert runs["bg_received_mbps"].isna().sum() == len(runs) - 1
+
+
+def test_the_blest_papers_ofo_statistic_sees_bursts_the_median_misses():
+    import pandas as pd
+
+    from mptlab.analysis.ingest import ofo_bins, ofo_occupancy, ofo_sampled_mean
+
+    # a CBR-like receiver: an empty queue but for two 20 ms bursts of 6000 B
+    # in a 1 s window (and one before the window, which must not count)
+    events = pd.DataFrame(
+        {
+            "t": [99.5, 99.52, 100.1, 100.12, 100.6, 100.62],
+            "token": ["bb"] * 6,
+            "ofo_bytes": [9000, 0, 6000, 0, 6000, 0],
+            "ofo_segs": [6, 0, 4, 0, 4, 0],
+        }
+    )
+    bins = ofo_bins(events)
+    mean = ofo_sampled_mean(bins, 100.0, 101.0)["k_ofo_bytes_mean"]
+    # 100 bins of 10 ms; each burst is the maximum of 3 bins (its two, and the
+    # bin where it empties): 6 bins of 6000 B
+    assert mean == pytest.approx(6 * 6000 / 100)
+    assert ofo_occupancy(events)["k_ofo_bytes_p50"] == 0.0
+    assert ofo_sampled_mean(ofo_bins(None), 100.0, 101.0) == {"k_ofo_bytes_mean": 0.0}
+    assert ofo_sampled_mean(bins, 101.0, 100.0) == {}

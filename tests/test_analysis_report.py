@@ -5,15 +5,12 @@ shading, the blue of the bar charts, the red of the failed-runs list, in the
 places the DOM puts them, and not an error page."""
 
 import shutil
-import subprocess
 from pathlib import Path
 
 import numpy as np
 import pytest
-from matplotlib import image
 
 DATA = Path(__file__).parent / "data" / "analysis" / "results"
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 HEADER = (0xEE, 0xF2, 0xF6)  # th background
 BAR_BLUE = (31, 119, 180)  # matplotlib tab:blue (bars, first variant)
@@ -28,32 +25,6 @@ def report(tmp_path_factory, mptlab):
     p = mptlab("report", results, "--out", out, "--metric", "goodput_mbps")
     assert p.returncode == 0, p.stderr
     return out
-
-
-def chromium(args: list[str], tmp: Path) -> subprocess.CompletedProcess:
-    if CHROMIUM is None:
-        pytest.fail(
-            "chromium is not installed (scripts/install-deps.sh installs Debian's chromium)"
-        )
-    profile = tmp / "profile"
-    cmd = [
-        CHROMIUM,
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        *args,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180)
-
-
-def count(img: np.ndarray, rgb: tuple, tol: int = 6) -> int:
-    return int((np.abs(img[:, :, :3].astype(int) - np.array(rgb)) <= tol).all(axis=2).sum())
 
 
 def test_the_report_is_self_contained_and_lists_everything(report):
@@ -75,17 +46,10 @@ def test_the_report_is_self_contained_and_lists_everything(report):
     assert (report.parent / "figures" / "bar-goodput_mbps.pdf").stat().st_size > 1000
 
 
-def test_chromium_renders_tables_and_figures(report, tmp_path):
-    dom = chromium(["--dump-dom", report.as_uri()], tmp_path)
-    assert dom.returncode == 0, dom.stderr[-2000:]
-    assert dom.stdout.count("<table") >= 5 and dom.stdout.count("<img") >= 4
-    shot = tmp_path / "shot.png"
-    p = chromium(
-        [f"--screenshot={shot}", "--window-size=1280,5200", "--hide-scrollbars", report.as_uri()],
-        tmp_path,
-    )
-    assert p.returncode == 0 and shot.exists(), p.stderr[-2000:]
-    img = (image.imread(shot) * 255).round().astype(np.uint8)
+def test_chromium_renders_tables_and_figures(report, chromium):
+    dom = chromium.dom(report)
+    assert dom.count("<table") >= 5 and dom.count("<img") >= 4
+    img = chromium.screenshot(report, 1280, 5200)
     h, w = img.shape[:2]
     assert (h, w) == (5200, 1280)
     ink = (img[:, :, :3] < 200).any(axis=2)
@@ -94,9 +58,9 @@ def test_chromium_renders_tables_and_figures(report, tmp_path):
     rows_with_ink = ink.any(axis=1)
     assert rows_with_ink[: h // 2].mean() > 0.3
     # tables: header shading on many rows; figures: a good amount of bar blue
-    assert count(img, HEADER) > 5000
-    assert count(img, BAR_BLUE) > 3000
-    assert count(img, BAD_RED, tol=20) > 30
+    assert chromium.count(img, HEADER) > 5000
+    assert chromium.count(img, BAR_BLUE) > 3000
+    assert chromium.count(img, BAD_RED, tol=20) > 30
     # the figures sit below the tables (the order of the DOM), not on top of them
     blue_rows = np.nonzero(
         (np.abs(img[:, :, :3].astype(int) - BAR_BLUE) <= 6).all(axis=2).any(axis=1)

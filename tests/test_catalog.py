@@ -56,6 +56,24 @@ def test_matrix_expands_to_the_cross_product_plus_variants(tmp_path):
     ]
 
 
+@pytest.mark.parametrize(
+    "text,line,name",
+    [
+        (GOOD.replace("kernel.scheduler: [minrtt, blest]", "kernel.sysctls: [{}, {a: 1}]"), 7,
+         "sysctls={},paths=wlan+3g"),
+        (GOOD.replace("{name: tcp, kernel.mptcp: false}", "{name: my tcp, kernel.mptcp: false}"),
+         10, "my tcp"),
+    ],
+)  # fmt: skip
+def test_a_variant_name_that_cannot_name_a_run_dir_is_refused(tmp_path, text, line, name):
+    # every run of such a variant crashed at start ("cannot be passed to the guest")
+    with pytest.raises(SpecError) as exc:
+        Catalog.load(campaign(tmp_path, text)).expand("mine")
+    msg = str(exc.value)
+    assert f"campaign.yaml:{line}:" in msg and f"variant name {name!r} cannot name a run dir" in msg
+    assert "variants with a name:" in msg
+
+
 def test_extends_merges_and_overrides(tmp_path):
     cat = Catalog.load(
         campaign(

@@ -160,16 +160,11 @@ class FakeNet:
 
 
 def _ctx(fec_cfg: dict | None, sysctls: dict | None = None):
-    kernel = {
-        "scheduler": "default",
-        "congestion_control": "olia",
-        "checksum": False,
-        "mptbm": None,
-        "rmem": None,
-        "wmem": None,
-        "fec": fec_cfg,
-        "sysctls": sysctls or {},
-    }
+    from mptlab.spec.models import KernelSpec
+
+    # every kernel field as a run's config has it (the model's defaults)
+    kernel = KernelSpec(congestion_control="olia").model_dump(mode="json")
+    kernel.update(fec=fec_cfg, sysctls=sysctls or {})
     spec = SimpleNamespace(config={"kernel": kernel})
     return SimpleNamespace(
         config=agent.attrs({"kernel": kernel}),

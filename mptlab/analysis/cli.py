@@ -5,6 +5,7 @@ mptlab query SQL [-d DIR] [--csv]                  DuckDB SQL over the tables
 mptlab stats DIR [--metric M] [--reference V]      n, mean, median, sd, CI; differences; reps
 mptlab report DIR [--out FILE]                     self-contained HTML report
 mptlab reproduce NAME|DIR [DIR] [--file F]         the paper's claims (expect:) against the runs
+mptlab reproduce --all [--results ROOT] [--out F]   one page over every experiment with claims
 mptlab compare BASELINE CURRENT [--rules F]        regression check (exit 1 on failure)
 mptlab pcap FILE... [--client ADDR ...]            MPTCP metrics from packet captures
 
@@ -18,6 +19,7 @@ import sys
 from collections.abc import Callable
 from functools import wraps
 from pathlib import Path
+from typing import Any
 
 from ..rundir import breakdown
 from ..spec.yamlsrc import SpecError
@@ -222,9 +224,74 @@ def _reproduce_target(args) -> tuple[Path, str | None]:
     )
 
 
+# options of `reproduce --all` only, by dest (and its flag, for the error)
+ALL_ONLY = {
+    "root": "--results",
+    "out": "--out",
+    "markdown": "--markdown",
+    "run": "--run",
+    "reps": "--reps",
+    "jobs": "--jobs",
+    "quick": "--quick",
+}
+
+
+def cmd_reproduce_all(args) -> int:
+    """``reproduce --all``: every experiment with claims, one page
+    (``args.reproduce_all``: ``mptlab.api.reproduce_all``, given by mptlab.cli
+    because running what is missing is the campaign's part, above this one)."""
+    from . import reproduce_page
+
+    if args.target is not None:
+        given = " ".join(x for x in (args.target, args.dir) if x)
+        raise SpecError(
+            f"mptlab reproduce --all takes no NAME or DIR (got {given}): it reads every "
+            "experiment with claims; give the results root with --results ROOT"
+        )
+    if not args.run and (args.reps is not None or args.jobs is not None or args.quick):
+        raise SpecError("--reps, --jobs and --quick are for --run (run what has no runs yet)")
+    if args.run and args.reps is None:
+        raise SpecError(
+            "--run needs --reps N: the experiments' own repetitions can take hours each"
+        )
+    for flag, value in (("--reps", args.reps), ("--jobs", args.jobs)):
+        if value is not None and value < 1:
+            raise SpecError(f"{flag} {value}: must be at least 1")
+    root = Path(args.root) if args.root else args.results
+    out = Path(args.out) if args.out else root / reproduce_page.PAGE
+    frame = args.reproduce_all(
+        results=root,
+        out=out,
+        markdown=Path(args.markdown) if args.markdown else None,
+        pcap=not args.no_pcap,
+        file=Path(args.file) if args.file else None,
+        seed=args.seed,
+        do_ingest=not args.no_ingest,
+        run_missing=args.run,
+        repetitions=args.reps,
+        jobs=args.jobs,
+        quick=args.quick,
+    )
+    print(reproduce_page.text_summary(frame, root))
+    print(f"page: {out}")
+    if args.markdown:
+        print(f"markdown: {args.markdown}")
+    return 0
+
+
 def cmd_reproduce(args) -> int:
     from . import ingest, reproduce
 
+    if args.all:
+        return cmd_reproduce_all(args)
+    given = [flag for dest, flag in ALL_ONLY.items() if getattr(args, dest) not in (None, False)]
+    if given:
+        raise SpecError(f"{', '.join(given)}: only with --all (every experiment with claims)")
+    if args.target is None:
+        raise SpecError(
+            "mptlab reproduce: give an experiment NAME, a results DIR, or --all "
+            "(every experiment with claims)"
+        )
     root, name = _reproduce_target(args)
     if not args.no_ingest:
         ingest.ingest(root, pcap=not args.no_pcap)
@@ -305,9 +372,13 @@ def bad_input_is_spec_error(func):
     return run
 
 
-def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
+def add_subcommands(
+    sub, results: Path, rules: Callable[[], Path], reproduce_all: Callable[..., Any]
+) -> None:
     """Register the analysis subcommands on mptlab's subparsers; ``results``:
-    ``query``'s default dir, ``rules``: ``compare``'s default rules file."""
+    ``query``'s default dir, ``rules``: ``compare``'s default rules file,
+    ``reproduce_all``: what ``reproduce --all`` calls (``mptlab.api.reproduce_all``:
+    it may run campaigns, which this package cannot import)."""
     fmt = {"choices": ["table", "csv", "json"], "default": "table", "help": "output format"}
 
     p = sub.add_parser("ingest", help="run dirs -> Parquet tables (incremental)")
@@ -359,16 +430,45 @@ def add_subcommands(sub, results: Path, rules: Callable[[], Path]) -> None:
         "reproduce", help="the paper's claims (an experiment's expect:) against its runs"
     )
     p.add_argument(
-        "target", help="experiment NAME (its claims), or a results DIR (every experiment in it)"
+        "target",
+        nargs="?",
+        help="experiment NAME (its claims), or a results DIR (every experiment in it)",
     )
     p.add_argument(
         "dir", nargs="?", help=f"results dir of NAME (default: {results}/NAME, or NAME-quick)"
+    )
+    p.add_argument(
+        "--all",
+        action="store_true",
+        help="every experiment with claims (of experiments.yaml or --file) against its runs "
+        "below --results: one HTML page",
+    )
+    p.add_argument(
+        "--results",
+        dest="root",
+        metavar="ROOT",
+        help=f"with --all: results root (default: {results})",
+    )
+    p.add_argument("--out", help="with --all: the page (default: ROOT/reproduction.html)")
+    p.add_argument("--markdown", metavar="FILE", help="with --all: the summary tables as Markdown")
+    p.add_argument(
+        "--run",
+        action="store_true",
+        help="with --all: first run (as mptlab run) each experiment with claims that has no "
+        "campaign dir yet (neither ROOT/NAME nor ROOT/NAME-quick)",
+    )
+    p.add_argument("--reps", type=int, help="with --run: repetitions (required)")
+    p.add_argument("--jobs", type=int, help="with --run: guests at most at once")
+    p.add_argument(
+        "--quick", action="store_true", help="with --run: mptlab run --quick (into NAME-quick)"
     )
     p.add_argument("--file", help="campaign file with the claims (default: experiments.yaml)")
     p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--no-pcap", action="store_true")
-    p.set_defaults(func=bad_input_is_spec_error(cmd_reproduce), results=results)
+    p.set_defaults(
+        func=bad_input_is_spec_error(cmd_reproduce), results=results, reproduce_all=reproduce_all
+    )
 
     p = sub.add_parser("compare", help="compare a campaign with a baseline (exit 1 on regression)")
     p.add_argument("baseline")

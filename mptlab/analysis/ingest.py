@@ -287,6 +287,9 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     ofo_events = _read_ofo_events(rd.trace(rundir.OFO_EVENTS))
     row.update(ofo_occupancy(ofo_events))
     ofo = ofo_bins(ofo_events)
+    if row.get("workload_start") and row.get("workload_end"):
+        start = row["workload_start"] + (row.get("warmup_ms") or 0) / 1000
+        row.update(ofo_sampled_mean(ofo, start, row["workload_end"]))
     if len(ofo):
         ofo["t_rel"] = ofo["t"] - t0 if t0 else np.nan
         tables["kernel_ofo"] = ofo
@@ -474,6 +477,26 @@ def ofo_occupancy(events: pd.DataFrame | None, qs: tuple[int, ...] = (50, 75, 95
         k = min(int(np.searchsorted(cum, q / 100 * cum[-1])), len(o) - 1)
         out[f"k_ofo_bytes_p{q}"] = float(v[:-1][o][k])
     return out
+
+
+def ofo_sampled_mean(bins: pd.DataFrame, start: float, end: float) -> dict:
+    """The BLEST paper's OFO statistic: it samples "the maximum value of
+    the out-of-order (OFO) queue every 10 ms" and compares schedulers by
+    those samples; ``k_ofo_bytes_mean`` is their mean over the analysis
+    window [start, end] (epoch s) of the data receiver's connection (the
+    one whose queue grew largest), every 10 ms bin counted, empty ones as 0.
+    Unlike the time-weighted median (``k_ofo_bytes_p50``), which is 0 when
+    the queue is empty most of the time (every CBR run), it sees short
+    bursts.  {} without a window; 0 without any OFO event."""
+    if not end > start:
+        return {}
+    if not len(bins):
+        return {"k_ofo_bytes_mean": 0.0}
+    token = bins.groupby("token")["ofo_bytes_max"].max().idxmax()
+    g = bins[bins["token"] == token]
+    inside = g[(g["t"] >= start) & (g["t"] < end)]
+    n = max(1, round((end - start) / OFO_BIN_S))
+    return {"k_ofo_bytes_mean": float(inside["ofo_bytes_max"].sum()) / n}
 
 
 def _ss_columns(df: pd.DataFrame, addresses: dict) -> pd.DataFrame:

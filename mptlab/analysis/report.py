@@ -641,6 +641,93 @@ VERDICT_CLASS = {
 }
 
 
+def verdict_pills(results: list[reproduce.ClaimResult]) -> str:
+    """Claims per verdict, as coloured pills."""
+    return " ".join(
+        f"<span class='pill {VERDICT_CLASS[v]}'>{esc(v)} {n}</span>"
+        for v, n in reproduce.counts(results).items()
+    )
+
+
+def quick_warning(quick: list[str]) -> str:
+    """Campaigns of ``mptlab run --quick``: said in red, they are not the paper's setup."""
+    if not quick:
+        return ""
+    return (
+        f"<p class='bad'>{esc(', '.join(quick))}: --quick runs (shortened workload, "
+        "no warm-up), not the paper's setup.</p>"
+    )
+
+
+def left_out_words(side: reproduce.Side) -> str:
+    """``"1 of 3 runs not ok, left out (1 stalled)"``, or "" when every run of the
+    variant ended ok: the count next to the statistics, never dropped silently."""
+    if not side.not_ok:
+        return ""
+    # side.not_ok is rundir.breakdown's "2 failed, 1 stalled": the counts lead each part
+    k = sum(int(part.split(" ", 1)[0]) for part in side.not_ok.split(", "))
+    return f"{k} of {side.runs} runs not ok, left out ({side.not_ok})"
+
+
+def claims_table(results: list[reproduce.ClaimResult]) -> str:
+    """One row per claim: verdict (and why), claim and source, metric, the paper's
+    values, ours per variant (mean [CI] n, level against the paper's), our
+    difference, and the runs left out.  The report and ``reproduce --all``'s
+    page show the same table."""
+    rows = []
+    for r in results:
+        cl = r.claim
+        vals = cl.paper_values() or (None, None)
+        ours = []
+        for side, pv in zip((r.subject, r.baseline), vals, strict=True):
+            lv = reproduce.level_text(side, pv, cl.scale)
+            ours.append(
+                f"<b>{esc(side.variant or side.entry)}</b><br>{esc(reproduce.ours_text(side))}"
+                + (f" <span class='muted'>({esc(lv)} paper)</span>" if lv else "")
+            )
+        left = [
+            f"{esc(s.variant)}: {_left_out(left_out_words(s))}"
+            for s in (r.subject, r.baseline)
+            if s.variant and s.not_ok
+        ]
+        if not left and (r.subject.variant or r.baseline.variant):
+            left = ["none"]
+        left += [
+            f"<span class='muted'>{esc(s.variant)}: {s.starved} starved</span>"
+            for s in (r.subject, r.baseline)
+            if s.variant and s.starved
+        ]
+        src = cl.source + (" (derived)" if cl.derived else "")
+        why = f"<br><span class='muted'>{esc(r.why)}</span>" if r.why else ""
+        note = f"<br><span class='muted'>{esc(cl.note)}</span>" if cl.note else ""
+        rows.append(
+            [
+                f"<span class='{VERDICT_CLASS[r.verdict]}'><b>{esc(r.verdict)}</b></span>{why}",
+                f"{esc(cl.claim)}<br><span class='muted'>{esc(src)}</span>{note}",
+                esc(cl.metric),
+                esc(reproduce.paper_text(cl)),
+                ours[0],
+                ours[1],
+                esc(reproduce.diff_text(r)),
+                "<br>".join(left) or "-",
+            ]
+        )
+    return table(
+        [
+            "verdict",
+            "claim (source)",
+            "metric",
+            "paper: subject vs baseline",
+            "ours: subject, mean [95 % CI] n",
+            "ours: baseline",
+            "ours: difference [95 % CI]",
+            "not ok, left out (starved: kept)",
+        ],
+        rows,
+        left=4,
+    )
+
+
 def _reproduction_section(all_runs: pd.DataFrame, claims_file: Path | None) -> str:
     """The papers' claims (each experiment's ``expect:``) against these runs."""
     head = "<h2 id='reproduction'>Reproduction of the paper</h2>"
@@ -653,76 +740,12 @@ def _reproduction_section(all_runs: pd.DataFrame, claims_file: Path | None) -> s
             continue
         mine = reproduce.experiment_runs(all_runs, exp.experiment)
         results = reproduce.evaluate(exp.claims, mine)
-        quick = reproduce.quick_campaigns(mine)
-        c = reproduce.counts(results)
         parts.append(
             f"<h3>{esc(exp.experiment)}</h3><p>{esc(exp.source)}</p>"
-            + (
-                f"<p class='bad'>{esc(', '.join(quick))}: --quick runs (shortened workload, "
-                "no warm-up), not the paper's setup.</p>"
-                if quick
-                else ""
-            )
-            + "<p>"
-            + " ".join(
-                f"<span class='pill {VERDICT_CLASS[v]}'>{esc(v)} {n}</span>" for v, n in c.items()
-            )
-            + "</p>"
+            + quick_warning(reproduce.quick_campaigns(mine))
+            + f"<p>{verdict_pills(results)}</p>"
         )
-        rows = []
-        for r in results:
-            cl = r.claim
-            vals = cl.paper_values() or (None, None)
-            ours = []
-            for side, pv in zip((r.subject, r.baseline), vals, strict=True):
-                lv = reproduce.level_text(side, pv, cl.scale)
-                ours.append(
-                    f"<b>{esc(side.variant or side.entry)}</b><br>{esc(reproduce.ours_text(side))}"
-                    + (f" <span class='muted'>({esc(lv)} paper)</span>" if lv else "")
-                )
-            left = [
-                f"{esc(s.variant)}: {_left_out(s.not_ok)}"
-                for s in (r.subject, r.baseline)
-                if s.variant and s.not_ok
-            ]
-            if not left and (r.subject.variant or r.baseline.variant):
-                left = ["none"]
-            left += [
-                f"<span class='muted'>{esc(s.variant)}: {s.starved} starved</span>"
-                for s in (r.subject, r.baseline)
-                if s.variant and s.starved
-            ]
-            src = cl.source + (" (derived)" if cl.derived else "")
-            why = f"<br><span class='muted'>{esc(r.why)}</span>" if r.why else ""
-            note = f"<br><span class='muted'>{esc(cl.note)}</span>" if cl.note else ""
-            rows.append(
-                [
-                    f"<span class='{VERDICT_CLASS[r.verdict]}'><b>{esc(r.verdict)}</b></span>{why}",
-                    f"{esc(cl.claim)}<br><span class='muted'>{esc(src)}</span>{note}",
-                    esc(cl.metric),
-                    esc(reproduce.paper_text(cl)),
-                    ours[0],
-                    ours[1],
-                    esc(reproduce.diff_text(r)),
-                    "<br>".join(left) or "-",
-                ]
-            )
-        parts.append(
-            table(
-                [
-                    "verdict",
-                    "claim (source)",
-                    "metric",
-                    "paper: subject vs baseline",
-                    "ours: subject, mean [95 % CI] n",
-                    "ours: baseline",
-                    "ours: difference [95 % CI]",
-                    "not ok, left out (starved: kept)",
-                ],
-                rows,
-                left=4,
-            )
-        )
+        parts.append(claims_table(results))
         if exp.notes:
             parts.append(
                 "<p><b>What differs from the paper's setup</b> (the experiment's notes): "

@@ -44,7 +44,7 @@ from types import SimpleNamespace
 
 from .. import rundir
 from ..rundir import RunDir, RunSpec
-from ..spec.knobs import fec_hosts, fec_on, fec_sysctls, mptbm_sysctls
+from ..spec.knobs import buffer_sysctls, fec_hosts, fec_on, fec_sysctls, mptbm_sysctls
 from ..spec.plan import NetPlan, mptcp_endpoints
 from . import fec, modules, nstat, stall, tracepoints
 from .build import build
@@ -183,10 +183,9 @@ def configure(ctx: Context) -> dict:
     }
     if k.mptbm is not None:
         per_ns.update(mptbm_sysctls(ctx.spec.config["kernel"]["mptbm"]))
-    if k.rmem:
-        per_ns["net.ipv4.tcp_rmem"] = f"4096 131072 {k.rmem}"
-    if k.wmem:
-        per_ns["net.ipv4.tcp_wmem"] = f"4096 16384 {k.wmem}"
+    per_ns.update(buffer_sysctls(k.rmem, k.wmem, k.buffers))
+    if not k.opportunistic_retransmission:
+        per_ns["net.mptcp.opportunistic_retrans"] = 0
     per_ns.update(ctx.spec.config["kernel"]["sysctls"])
     # global knobs live in the guest's initial namespace
     tcp_mem = per_ns.pop("net.ipv4.tcp_mem", None) or guest_tcp_mem()

@@ -14,6 +14,7 @@ from __future__ import annotations
 import copy
 import itertools
 import json
+import re
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +33,9 @@ from .shapes import Shape, shape_with
 from .workloads import Background, workload_model
 from .yamlsrc import Source, SpecError, load
 
+# A variant's name becomes a run dir's name, which the guest gets on its
+# kernel command line (mptlab.campaign.boot checks the whole path).
+VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.:,=+@%-]+$")
 PYTHON = Path("<python>")  # the "file" of experiments and profiles given from Python
 FileKind = Literal["campaign", "topology", "profiles"]
 # an experiment that extends another and changes one of these is another
@@ -460,12 +464,23 @@ class Catalog:
             assignment = dict(zip(keys, combo, strict=True))
             label = ",".join(f"{k.split('.')[-1]}={_short(v)}" for k, v in assignment.items())
             out.append((label or "base", assignment))
+        from_matrix = len(out)
         for extra in exp.variants:
             extra = dict(extra)
             label = extra.pop("name", None) or ",".join(
                 f"{k.split('.')[-1]}={_short(v)}" for k, v in extra.items()
             )
             out.append((label, extra))
+        for i, (label, _) in enumerate(out):
+            if not VARIANT_NAME.match(label):
+                src, prefix = self.sources[name]
+                field = "matrix" if i < from_matrix else "variants"
+                raise SpecError(
+                    f"{src.where(prefix + (field,))}: variant name {label!r} cannot name a run "
+                    "dir: use letters, digits and _ . : , = + @ % - only (a matrix over "
+                    "mappings or lists of mappings gives such names: list those as variants "
+                    "with a name:, e.g. variants: [{name: w32, kernel.sysctls: {...}}])"
+                )
         names = [n for n, _ in out]
         dup = {n for n in names if names.count(n) > 1}
         if dup:

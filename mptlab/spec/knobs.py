@@ -6,6 +6,30 @@ it gets, and both use these functions, so the mapping has one home."""
 from __future__ import annotations
 
 
+def buffer_sysctls(rmem: int | None, wmem: int | None, mode: str) -> dict[str, str]:
+    """``kernel.rmem`` / ``kernel.wmem`` (bytes) -> per-namespace TCP buffer
+    sysctls.  ``autotune``: they are the ceiling of TCP's buffer autotuning
+    (tcp_rmem[2], tcp_wmem[2]), the buffers start at Linux's defaults and
+    grow with the measured need.  ``socket``: as an application that calls
+    setsockopt(SO_RCVBUF / SO_SNDBUF) with the value gets them: Linux
+    doubles the value (half of it for its own bookkeeping) and autotuning
+    stops, so every socket starts and stays at twice the value.  The
+    papers' "buffers set to 16 MiB" leave the mechanism open
+    (docs/reproduction.md: the minRTT baseline picks one)."""
+    out: dict[str, str] = {}
+    for key, value, start in (
+        ("net.ipv4.tcp_rmem", rmem, 131072),
+        ("net.ipv4.tcp_wmem", wmem, 16384),
+    ):
+        if not value:
+            continue
+        if mode == "socket":
+            out[key] = f"4096 {2 * value} {2 * value}"
+        else:
+            out[key] = f"4096 {start} {value}"
+    return out
+
+
 def mptbm_sysctls(mptbm: dict | None) -> dict[str, int]:
     """``kernel.mptbm`` (``{lambda, theta, window}``, durations in ms, as the
     catalog resolves them) -> the per-namespace sysctls of kernel patch 0004

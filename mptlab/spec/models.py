@@ -266,10 +266,22 @@ class KernelSpec(Strict):
         description="TCP-dFEC / MPTCP-dFEC {mode, ratio, delta, target, min, max, hosts}; "
         "null: off (docs/fec.md)",
     )
+    opportunistic_retransmission: bool = Field(
+        True,
+        description="re-send the segment that blocks the connection-level window on another "
+        "subflow (Raiciu et al., NSDI 2012; kernel patch 0001); false: off, as the papers' "
+        "'OR&P off' baselines (net.mptcp.opportunistic_retrans, patch 0009)",
+    )
     mptcp: bool = Field(True, description="false: single-path TCP baseline on tcp_path")
     tcp_path: int = Field(1, ge=1)
     rmem: Size | None = Field(None, description="max receive buffer (tcp_rmem[2], rmem_max)")
     wmem: Size | None = Field(None, description="max send buffer (tcp_wmem[2], wmem_max)")
+    buffers: Literal["autotune", "socket"] = Field(
+        "autotune",
+        description="how rmem/wmem apply: autotune: the ceiling of TCP's autotuning; socket: "
+        "as setsockopt(SO_RCVBUF/SO_SNDBUF) by the application (Linux doubles the value, no "
+        "autotuning)",
+    )
     path_manager: PathManagerSpec = PathManagerSpec()
     checksum: bool = False
     memory: Size = Field(
@@ -337,6 +349,11 @@ StallTimeout = Annotated[Literal["auto", "off"] | float, BeforeValidator(_stall_
 class ExperimentSpec(Strict):
     description: str = ""
     source: str = ""
+    paper: str = Field(
+        "",
+        description="the publication this experiment reproduces, as a short name "
+        "('BLEST (IFIP Networking 2016)'): the reproduction page groups claims by it",
+    )
     notes: str = ""
     extends: str | None = None
     topology: str | MininetTopology
