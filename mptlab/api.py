@@ -281,6 +281,7 @@ def run(
     progress: bool = True,
     kernel: KernelBuild | None = None,
     clock: Clock | None = None,
+    variants: list[str] | None = None,
 ) -> Results:
     """Run every run of ``experiment`` into ``out/<name>`` (default
     ``./results``; ``quick`` appends ``-quick``) with the campaign runner of
@@ -288,7 +289,8 @@ def run(
     invocation left, a line per run and a summary (``progress=False``: silent).
     ``kernel``: another build than this checkout's.  ``clock``: ``real`` or
     ``virtual`` for every run, whatever the experiment says (``clock:``).
-    Raises ``KernelNotBuilt`` when the kernel is not built, ``ClusterError``
+    ``variants``: only these variants (names as ``mptlab show`` prints them);
+    the others can be run later into the same dir.  Raises ``KernelNotBuilt`` when the kernel is not built, ``ClusterError``
     when ``cluster`` cannot run it, ``SpecError`` when ``out`` holds runs of
     the other clock."""
     if clock is not None:
@@ -296,6 +298,15 @@ def run(
             raise SpecError(f"clock {clock!r}: use one of {', '.join(CLOCKS)}")
         experiment = experiment.replace(clock=clock)
     runs = experiment.runs(quick=quick, repetitions=repetitions, seed=seed)
+    if variants is not None:
+        known = [v for v, _ in experiment.variants()]
+        unknown = [v for v in variants if v not in known]
+        if unknown:
+            raise SpecError(
+                f"{experiment.name}: no variant {', '.join(map(repr, unknown))}; "
+                f"variants: {', '.join(known)}"
+            )
+        runs = [r for r in runs if r.variant in variants]
     kernel = kernel or find_kernel()
     name = experiment.name + ("-quick" if quick else "")
     out_dir = Path(out or home.results_dir()) / name
@@ -324,6 +335,21 @@ def run(
     return Results(out_dir, report)
 
 
+def claimed_variants(experiment: Experiment) -> list[str]:
+    """The variants an experiment's claims compare (each claim's entries
+    resolved among its variants; an entry that names none is left out)."""
+    from .spec.expect import resolve
+
+    variants = experiment.variants()
+    wanted: list[str] = []
+    for claim in experiment.catalog.claims(experiment.name):
+        for entry in claim.compare:
+            label, _ = resolve(entry, variants)
+            if label and label not in wanted:
+                wanted.append(label)
+    return [v for v, _ in variants if v in wanted]
+
+
 def reproduce_all(
     results: Path | str | None = None,
     out: Path | str | None = None,
@@ -347,9 +373,11 @@ def reproduce_all(
     tables as Markdown.
 
     ``run_missing``: first run, with :func:`run` (``repetitions``, ``jobs``,
-    ``quick`` as there), every experiment that has no campaign dir yet (neither
-    ``NAME`` nor ``NAME-quick``).  A run stopped by SIGINT or SIGTERM raises
-    ``KeyboardInterrupt``: nothing is evaluated; call again to resume."""
+    ``quick`` as there), the variants that the claims compare of every
+    experiment that has no campaign dir yet (neither ``NAME`` nor
+    ``NAME-quick``): what it takes to judge the claims, not the whole matrix
+    (run the experiment for the rest).  A run stopped by SIGINT or SIGTERM
+    raises ``KeyboardInterrupt``: nothing is evaluated; call again to resume."""
     from .analysis import reproduce_page
 
     root = Path(results or home.results_dir())
@@ -361,7 +389,14 @@ def reproduce_all(
                 if claims_file
                 else Experiment.from_yaml(name)
             )
-            done = run(exp, out=root, repetitions=repetitions, jobs=jobs, quick=quick)
+            done = run(
+                exp,
+                out=root,
+                repetitions=repetitions,
+                jobs=jobs,
+                quick=quick,
+                variants=claimed_variants(exp),
+            )
             if done.report and done.report.stopped:
                 raise KeyboardInterrupt(f"{name}: stopped by {done.report.stopped}")
     page = reproduce_page.build(

@@ -162,6 +162,7 @@ def cmd_run(args) -> int:
                 cluster=args.cluster,
                 quiet=args.quiet,
                 clock=args.clock,
+                variants=args.variant,
             )
         except (KernelNotBuilt, ClusterError, CampaignLocked, ConfinementError) as exc:
             print(f"mptlab: {exc}", file=sys.stderr)
@@ -267,6 +268,12 @@ def parser() -> argparse.ArgumentParser:
         help="run again the runs whose guest was short of host CPU (old dirs kept)",
     )
     p.add_argument("--quiet", action="store_true", help="report failed runs only")
+    p.add_argument(
+        "--variant",
+        action="append",
+        metavar="V",
+        help="run only this variant (as `mptlab show` names it; repeat for more)",
+    )
     p.set_defaults(func=cmd_run)
 
     p = sub.add_parser("nightly", help="run a campaign and compare it with the accepted baseline")

@@ -134,3 +134,19 @@ def test_importing_mptlab_costs_nothing_until_the_api_is_used():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False", "True"]
+
+
+def test_run_some_variants_only_and_those_the_claims_compare():
+    from mptlab.api import claimed_variants
+    from mptlab.spec.yamlsrc import SpecError
+
+    exp = mptlab.Experiment.from_yaml("blest-3g-wlan")
+    # every claim of blest-3g-wlan compares a scheduler with minrtt_pr
+    assert claimed_variants(exp) == [
+        "scheduler=minrtt_pr",
+        "scheduler=blest",
+        "scheduler=otias",
+        "scheduler=daps",
+    ]
+    with pytest.raises(SpecError, match="no variant 'scheduler=nope'; variants: scheduler="):
+        mptlab.run(exp, variants=["scheduler=nope"], progress=False)

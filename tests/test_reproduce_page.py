@@ -285,7 +285,10 @@ def test_run_runs_each_experiment_without_a_campaign_dir(tmp_path, monkeypatch, 
     )  # fmt: skip
     assert status == 0
     # fixture has a campaign, fixture2 a quick one: only fixture3 runs, as `mptlab run` would
-    assert fake.calls == [("fixture3", {"out": root, "repetitions": 3, "jobs": 2, "quick": True})]
+    # the variants its claims compare (here every one of the three)
+    want = {"out": root, "repetitions": 3, "jobs": 2, "quick": True}
+    want["variants"] = ["scheduler=minrtt", "scheduler=blest", "tcp-wlan"]
+    assert fake.calls == [("fixture3", want)]
     out = capsys.readouterr().out
     assert "3 experiments with claims, 3 with runs (2 of them --quick" in out
     text = (root / "reproduction.html").read_text()

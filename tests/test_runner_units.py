@@ -95,3 +95,31 @@ def test_host_dirs_under_tmp_are_mounted_back_once_each():
     assert "/tmp/x/cache" in dirs and "/tmp/y" in dirs
     assert "/tmp/x/cache/modules" not in dirs and "/var/tmp/z" not in dirs
     assert all(d.startswith("/tmp/") for d in dirs)
+
+
+def test_a_campaign_of_some_variants_keeps_the_others_it_recorded(tmp_path):
+    # `mptlab run --variant` (and `reproduce --all --run`, which runs the
+    # variants the claims compare) may run part of an experiment into a dir
+    from mptlab.campaign.kernel import KernelBuild
+    from mptlab.campaign.runner import Campaign
+    from mptlab.spec.catalog import Catalog
+
+    camp = tmp_path / "c.yaml"
+    camp.write_text(
+        "experiments:\n  e:\n    topology: two-path\n    paths: [wlan, 3g]\n"
+        "    workload: {type: bulk, duration: 3s}\n"
+        "    matrix: {kernel.scheduler: [minrtt, blest, otias]}\n"
+    )
+    runs = Catalog.load(camp).expand("e")
+    names = [r.variant for r in runs]
+    kernel = KernelBuild(tmp_path, tmp_path)
+
+    def recorded(subset):
+        c = Campaign(tmp_path / "out", [r for r in runs if r.variant in subset], kernel)
+        c.write_campaign(c.order())
+        return [v["variant"] for v in c.dir.info()["variants"]]
+
+    assert recorded(names[2:]) == names[2:]
+    assert recorded(names) == names  # the whole experiment: its order
+    assert recorded(names[1:2]) == names  # a part later: the others stay, in place
+    assert recorded(names[:1]) == names

@@ -29,6 +29,10 @@
  * never saw one, and lambda fell to lambda_min within 30 s of every
  * 3G + WLAN bulk run (traced: blocked 0 at every update), which made
  * BLEST minRTT with extra waits (docs/reproduction.md).
+ *
+ * The segment that holds the window is re-sent by minrtt_pr's rules
+ * (sched_orp(): on a faster subflow that has not carried it, if its
+ * carrier is over 4 times slower), without penalisation by default.
  */
 #include <linux/module.h>
 #include <net/tcp.h>
@@ -49,6 +53,10 @@ MODULE_PARM_DESC(lambda_min, "lower bound of lambda, thousandths (default 100 = 
 static unsigned int lambda_max __read_mostly = 4000;
 module_param(lambda_max, uint, 0644);
 MODULE_PARM_DESC(lambda_max, "upper bound of lambda, thousandths (default 4000 = 4.0)");
+
+static bool penalise;
+module_param(penalise, bool, 0644);
+MODULE_PARM_DESC(penalise, "halve the blocking subflow's cwnd as minrtt_pr does (default: off, the paper's)");
 
 struct blest_state {
 	u32 lambda;		/* thousandths */
@@ -128,7 +136,19 @@ static int blest_get_subflow(struct mptcp_sock *msk,
 	mptcp_sched_conn_info(msk, &conn);
 	if (fast >= 0 && v.info[fast].srtt_us)
 		blest_update_lambda(st, &v.info[fast], &conn, data->reinject);
-	if (data->reinject || fast < 0 || pick < 0 || pick == fast)
+	if (data->reinject) {
+		/* the segment holding the window: re-sent by minrtt_pr's rules
+		 * (MPTCP v0.90's, which the paper's BLEST was built on),
+		 * without penalisation unless asked (the paper: BLEST does
+		 * without it; its Table II still counts BLEST's re-sends)
+		 */
+		int best = sched_orp(msk, &v, penalise, 4000);
+
+		if (best == SCHED_ORP_SKIP)
+			return -EAGAIN;
+		return sched_mark(&v, best < 0 ? pick : best);
+	}
+	if (fast < 0 || pick < 0 || pick == fast)
 		return sched_mark(&v, pick);
 
 	/* without RTT samples there is nothing to estimate: act as minrtt */

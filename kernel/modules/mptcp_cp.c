@@ -300,8 +300,10 @@ static void cp_rank(const struct sched_view *v, int *order)
 /* The blocking segment: as minrtt, or with OR&P as minrtt_pr. */
 static int cp_reinject(struct mptcp_sock *msk, const struct sched_view *v)
 {
-	int best = orp ? sched_orp(msk, v, true) : -1;
+	int best = orp ? sched_orp(msk, v, true, 4000) : SCHED_ORP_NONE;
 
+	if (best == SCHED_ORP_SKIP)
+		return -EAGAIN;
 	if (best < 0)
 		best = sched_min_rtt(v, true);
 	return sched_mark(v, best);

@@ -8,9 +8,13 @@
  * up the receiver, the kernel asks again with reinject set (patch 0001):
  * the segment is re-sent on the fastest subflow with cwnd space that has
  * not carried it yet (Raiciu et al., NSDI 2012), and every slower subflow
- * that did carry it has its cwnd halved, at most once per its sRTT
- * (mptcp_sched_penalise(), patch 0005).  Both steps are module
- * parameters.  retransmit=0 answers a reinject call as minrtt does (the
+ * that did carry it has its cwnd halved (mptcp_sched_penalise(), patches
+ * 0005 and 0010).  As MPTCP v0.90: the segment is re-sent only if a
+ * subflow that carried it is more than rtt_ratio (4) times slower than the
+ * re-sender or has a cwnd of at most 4 (else that subflow delivers it
+ * soon enough itself), and the halving happens at most once per the
+ * re-sender's sRTT, to a subflow in the Open state.  Each step is a module
+ * parameter.  retransmit=0 answers a reinject call as minrtt does (the
  * lowest-RTT subflow with room, which may have carried the segment): the
  * call also stands for MPTCP-level retransmissions after a timeout, which
  * must not be refused, so the kernel's opportunistic retransmission itself
@@ -27,6 +31,10 @@ static bool penalise = true;
 module_param(penalise, bool, 0644);
 MODULE_PARM_DESC(penalise, "halve the cwnd of the subflow that blocks (default: on)");
 
+static unsigned int rtt_ratio = 4000;
+module_param(rtt_ratio, uint, 0644);
+MODULE_PARM_DESC(rtt_ratio, "re-send only past this sRTT ratio carrier/re-sender, thousandths (v0.90: 4000; 0: always)");
+
 static int minrtt_pr_get_subflow(struct mptcp_sock *msk,
 				 struct mptcp_sched_data *data)
 {
@@ -37,7 +45,9 @@ static int minrtt_pr_get_subflow(struct mptcp_sock *msk,
 	if (!data->reinject || !retransmit)
 		return sched_mark(&v, sched_min_rtt(&v, true));
 
-	best = sched_orp(msk, &v, penalise);
+	best = sched_orp(msk, &v, penalise, rtt_ratio);
+	if (best == SCHED_ORP_SKIP)
+		return -EAGAIN;
 	if (best < 0)	/* every subflow carried it (an MPTCP-level RTO) */
 		best = sched_min_rtt(&v, true);
 	return sched_mark(&v, best);

@@ -64,15 +64,29 @@ static inline int sched_min_rtt(const struct sched_view *v, bool need_space)
 	return best;
 }
 
-/* Opportunistic retransmission and penalisation (Raiciu et al., NSDI 2012)
- * for a reinject call (patch 0005): the fastest subflow with room that has
- * not carried the blocking segment yet; with @penalise, every slower subflow
- * that did carry it has its cwnd halved (at most once per its RTT).  -1 if
- * there is none: every subflow carried it (an MPTCP-level RTO).
+#define SCHED_ORP_NONE	-1	/* every subflow with room carried the segment */
+#define SCHED_ORP_SKIP	-2	/* not worth re-sending (rtt_ratio) */
+
+/* Opportunistic retransmission and penalisation (Raiciu et al., NSDI 2012),
+ * as MPTCP v0.90's default scheduler did it, for a reinject call (patch
+ * 0005): the fastest subflow with room that has not carried the blocking
+ * segment re-sends it, but only if a subflow that carried it has a cwnd of
+ * at most 4 or an sRTT above @rtt_ratio / 1000 times the re-sender's (v0.90:
+ * 4000; 0: always); with @penalise, every slower subflow that carried it
+ * has its cwnd halved, at most once per the re-sender's sRTT (patch 0010).
+ * Both rules are v0.90's for the opportunistic re-send only: a
+ * retransmission after an MPTCP-level timeout goes to the fastest subflow
+ * with room that has not carried it, unconditionally (patch 0010).  The
+ * index of the re-sender, SCHED_ORP_NONE (every subflow with room carried
+ * it) or SCHED_ORP_SKIP.
  */
-static inline int sched_orp(struct mptcp_sock *msk,
-			    const struct sched_view *v, bool penalise)
+static inline int sched_orp(struct mptcp_sock *msk, const struct sched_view *v,
+			    bool penalise, u32 rtt_ratio)
 {
+	bool opportunistic = mptcp_sched_opportunistic(msk);
+	const struct mptcp_sched_subflow_info *b;
+	bool resend = !rtt_ratio || !opportunistic;
+	bool decided = resend;
 	int i, best = -1;
 
 	for (i = 0; i < v->n; i++) {
@@ -84,14 +98,32 @@ static inline int sched_orp(struct mptcp_sock *msk,
 		if (best < 0 || sched_rtt_key(info) < sched_rtt_key(&v->info[best]))
 			best = i;
 	}
-	for (i = 0; best >= 0 && penalise && i < v->n; i++) {
-		if (i == best ||
-		    !mptcp_sched_rtx_head_sent_on(msk, v->ctx[i]) ||
-		    sched_rtt_key(&v->info[i]) <= sched_rtt_key(&v->info[best]))
+	if (best < 0)
+		return SCHED_ORP_NONE;
+	b = &v->info[best];
+	for (i = 0; i < v->n; i++) {
+		const struct mptcp_sched_subflow_info *info = &v->info[i];
+
+		if (i == best || !mptcp_sched_rtx_head_sent_on(msk, v->ctx[i]))
 			continue;
-		mptcp_sched_penalise(v->ctx[i]);
+		if (penalise && opportunistic && sched_rtt_key(info) > sched_rtt_key(b))
+			mptcp_sched_penalise(v->ctx[i], b->srtt_us);
+		if (decided)
+			continue;
+		/* the first carrier with a tiny cwnd, or close enough in RTT
+		 * to the re-sender to deliver soon itself, decides
+		 */
+		if (info->cwnd <= 4) {
+			resend = true;
+			decided = true;
+		} else if ((u64)rtt_ratio * b->srtt_us >= (u64)info->srtt_us * 1000) {
+			resend = false;
+			decided = true;
+		} else {
+			resend = true;
+		}
 	}
-	return best;
+	return resend ? best : SCHED_ORP_SKIP;
 }
 
 static inline int sched_mark(const struct sched_view *v, int i)

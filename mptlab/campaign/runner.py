@@ -260,12 +260,7 @@ class Campaign:
                 # definition order and matrix keys in the experiment's order
                 # (run_id and the ingested tables keep neither): the report
                 # lists variants and pairs them along the matrix by these
-                "variants": [
-                    {"experiment": e, "variant": v, "keys": k}
-                    for (e, v), k in {
-                        (r.experiment, r.variant): dict(r.variant_keys or {}) for r in self.runs
-                    }.items()
-                ],
+                "variants": self._variants(previous_info),
                 "clocks": sorted({clock_of(r.config) for r in self.runs}),
                 "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
                 "git_commit": self.provenance.commit,
@@ -274,6 +269,23 @@ class Campaign:
                 + [{"started": time.time(), "jobs": self.jobs}],
             }
         )
+
+    def _variants(self, previous_info: dict) -> list[dict]:
+        """This invocation's variants after those an earlier one recorded (an
+        invocation may run some variants only: ``mptlab run --variant``)."""
+        mine = [
+            {"experiment": e, "variant": v, "keys": k}
+            for (e, v), k in {
+                (r.experiment, r.variant): dict(r.variant_keys or {}) for r in self.runs
+            }.items()
+        ]
+        ours: dict[tuple, dict] = {(m["experiment"], m["variant"]): m for m in mine}
+        prev = [m for m in previous_info.get("variants", []) if isinstance(m, dict)]
+        keys = [(m.get("experiment"), m.get("variant")) for m in prev]
+        if all(k in ours for k in keys):
+            return mine  # this invocation has every variant: its order
+        merged = [ours.pop(k, m) for k, m in zip(keys, prev, strict=True)]
+        return merged + list(ours.values())
 
     # ------------------------------------------------------------- runs
     def check_clocks(self) -> None:
