@@ -272,21 +272,24 @@ def plan_of(tmp_path, paths, extra=""):
     return run, NetPlan.from_json(run.plan)
 
 
+WLAN_RTT = 0.050 + 100 * 1514 * 8 / 25e6  # the wlan profile's RTT with a full queue
+WLAN_AUTO = WLAN_RTT + (2 * WLAN_RTT + 0.2) + 6.2  # its RTO and the backoff margin
+
+
 def test_auto_timeout_is_worst_rtt_plus_its_rto_plus_the_backoff_margin(tmp_path):
     _, plan = plan_of(tmp_path, ["wlan", "wlan"])
     rtts = stall.path_rtts(plan, "client", "server")
     assert len(rtts) == 2  # each client address reaches the server address on its own path
-    # wlan: 2 x 12.5 ms, 100 packets at 25 Mbit/s drain in 48.4 ms
-    assert rtts[0]["rtt_s"] == pytest.approx(0.025) and rtts[0]["queue_s"] == pytest.approx(
+    # wlan: 2 x 25 ms, 100 packets at 25 Mbit/s drain in 48.4 ms
+    assert rtts[0]["rtt_s"] == pytest.approx(0.050) and rtts[0]["queue_s"] == pytest.approx(
         100 * 1514 * 8 / 25e6
     )
     t, how = stall.auto_timeout(plan, "client", "server")
-    rtt = 0.025 + 100 * 1514 * 8 / 25e6
-    assert t == pytest.approx(rtt + (2 * rtt + 0.2) + 6.2, abs=0.01)  # 6.62 s
+    assert t == pytest.approx(WLAN_AUTO, abs=0.01)  # 6.70 s
     # 3G's 3750-packet queue at 5 Mbit/s holds 9.1 s: the wait for it counts
     _, plan = plan_of(tmp_path, ["wlan", "3g"])
     t, how = stall.auto_timeout(plan, "client", "server")
-    assert how["worst_rtt_s"] == pytest.approx(0.065 + 3750 * 1514 * 8 / 5e6, abs=1e-3)
+    assert how["worst_rtt_s"] == pytest.approx(0.130 + 3750 * 1514 * 8 / 5e6, abs=1e-3)
     assert 30 < t < 40
 
 
@@ -300,7 +303,7 @@ def test_a_planned_outage_that_ends_lengthens_the_auto_timeout_one_that_never_en
     )
     _, plan = plan_of(tmp_path, ["wlan", "wlan"], events)
     t_forever, how = stall.auto_timeout(plan, "client", "server")
-    assert how["planned_outage_s"] == 0 and t_forever == pytest.approx(6.62, abs=0.01)
+    assert how["planned_outage_s"] == 0 and t_forever == pytest.approx(WLAN_AUTO, abs=0.01)
     _, plan = plan_of(
         tmp_path, ["wlan", "wlan"], events + "      - {at: 12s, link: path1, set: {loss: 0}}\n"
     )
