@@ -374,8 +374,9 @@ def reproduce_all(
 
     ``run_missing``: first run, with :func:`run` (``repetitions``, ``jobs``,
     ``quick`` as there), the variants that the claims compare of every
-    experiment that has no campaign dir yet (neither ``NAME`` nor
-    ``NAME-quick``): what it takes to judge the claims, not the whole matrix
+    experiment with claims, resuming what a campaign dir holds (an experiment
+    whose only campaign dir is of the other kind, ``NAME-quick`` or ``NAME``,
+    is left alone): what it takes to judge the claims, not the whole matrix
     (run the experiment for the rest).  A run stopped by SIGINT or SIGTERM
     raises ``KeyboardInterrupt``: nothing is evaluated; call again to resume."""
     from .analysis import reproduce_page
@@ -383,7 +384,7 @@ def reproduce_all(
     root = Path(results or home.results_dir())
     claims_file = Path(file) if file else None
     if run_missing:
-        for name in reproduce_page.missing(root, claims_file):
+        for name in reproduce_page.to_run(root, claims_file, quick):
             exp = (
                 Experiment.from_yaml(claims_file, name)
                 if claims_file

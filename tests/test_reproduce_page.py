@@ -262,7 +262,8 @@ class FakeRun:
     def __call__(self, experiment, **kw):
         self.calls.append((experiment.name, kw))
         name = experiment.name + ("-quick" if kw.get("quick") else "")
-        campaign(Path(kw["out"]) / name, experiment.name)
+        if not (Path(kw["out"]) / name).exists():  # resumed: finished runs stay
+            campaign(Path(kw["out"]) / name, experiment.name)
         report = SimpleNamespace(stopped=self.stopped, failed=[])
         return SimpleNamespace(report=report)
 
@@ -284,33 +285,35 @@ def test_run_runs_each_experiment_without_a_campaign_dir(tmp_path, monkeypatch, 
         "--run", "--reps", 3, "--jobs", 2, "--quick",
     )  # fmt: skip
     assert status == 0
-    # fixture has a campaign, fixture2 a quick one: only fixture3 runs, as `mptlab run` would
-    # the variants its claims compare (here every one of the three)
+    # fixture has a full campaign (left alone by --quick), fixture2 a quick one
+    # (resumed), fixture3 none (run), as `mptlab run --quick` would, with the
+    # variants their claims compare (here every one of the three)
     want = {"out": root, "repetitions": 3, "jobs": 2, "quick": True}
     want["variants"] = ["scheduler=minrtt", "scheduler=blest", "tcp-wlan"]
-    assert fake.calls == [("fixture3", want)]
+    assert fake.calls == [("fixture2", want), ("fixture3", want)]
     out = capsys.readouterr().out
     assert "3 experiments with claims, 3 with runs (2 of them --quick" in out
     text = (root / "reproduction.html").read_text()
     assert "fixture3-quick: --quick runs" in text and "no campaign dir" not in text
-    # nothing left to run: nothing runs
+    # in full: fixture's campaign is resumed (a stopped one is completed), the
+    # experiments that have --quick runs only are left alone
     again = ["reproduce", "--all", "--results", root, "--file", claims, "--no-pcap"]
     assert run_cli(*again, "--run", "--reps", 3) == 0
-    assert len(fake.calls) == 1
+    assert [name for name, _ in fake.calls] == ["fixture2", "fixture3", "fixture"]
 
 
 def test_a_stopped_or_impossible_run_evaluates_nothing(tmp_path, monkeypatch):
     claims = make_root(tmp_path / "results")
     root = tmp_path / "results"
     monkeypatch.setattr(api, "run", FakeRun(stopped="SIGINT"))
-    with pytest.raises(KeyboardInterrupt, match="fixture3: stopped by SIGINT"):
+    # the first experiment with claims (its campaign is resumed) is stopped
+    with pytest.raises(KeyboardInterrupt, match="fixture: stopped by SIGINT"):
         mptlab.reproduce_all(root, tmp_path / "p.html", file=claims, run_missing=True)
     assert not (tmp_path / "p.html").exists()  # main() says: interrupted, rerun to resume
 
     def no_kernel(experiment, **kw):
         raise KernelNotBuilt("the kernel is not built: make kernel")
 
-    shutil.rmtree(root / "fixture3")  # the stopped run's, made not by --quick
     monkeypatch.setattr(api, "run", no_kernel)
     argv = ["reproduce", "--all", "--results", root, "--file", claims, "--run", "--reps", 1]
     with pytest.raises(SpecError, match="the kernel is not built"):

@@ -114,13 +114,17 @@ def campaign_of(root: Path, name: str) -> tuple[Path | None, bool, str]:
     return None, False, f"no campaign dir {full} (nor {name}{QUICK}): mptlab run {name}"
 
 
-def missing(root: Path, file: Path | None = None) -> list[str]:
-    """The experiments with claims and no campaign dir below ``root`` (what ``--run`` runs)."""
-    return [
-        exp.experiment
-        for exp, _ in claimed(file)
-        if campaign_of(Path(root), exp.experiment)[0] is None
-    ]
+def to_run(root: Path, file: Path | None = None, quick: bool = False) -> list[str]:
+    """The experiments with claims that ``--run`` runs, or resumes (finished
+    runs are not redone, so a campaign stopped half-way is completed): every
+    one but those whose campaign dir is of the other kind (only NAME-quick
+    when running in full, only NAME with ``--quick``)."""
+    out = []
+    for exp, _ in claimed(file):
+        path, is_quick, _ = campaign_of(Path(root), exp.experiment)
+        if path is None or is_quick == quick:
+            out.append(exp.experiment)
+    return out
 
 
 def not_run(claims, why: str) -> list[reproduce.ClaimResult]:
@@ -451,7 +455,7 @@ __all__ = [
     "campaign_of",
     "claimed",
     "collect",
-    "missing",
+    "to_run",
     "render_html",
     "render_markdown",
     "summarize",
