@@ -93,6 +93,20 @@ time advances only while the guest is idle (``mptlab.campaign.boot``)."""
 CLOCKS: Final[tuple[Clock, ...]] = typing.get_args(Clock)
 
 
+def kernel_token(value) -> str | None:
+    """An MPTCP token of result.json's kernel counters as 8 hex digits.
+
+    The tracepoints print tokens as ``%08x``; run dirs written before the
+    parser kept them as text hold an all-decimal-digit token (2.3 % of them)
+    as the int of those digits, which this restores.
+    """
+    if value is None or value == "" or (isinstance(value, float) and value != value):
+        return None
+    if isinstance(value, str):
+        return value.lower()
+    return f"{int(value):08d}"
+
+
 def clock_of(config: dict) -> Clock:
     """A run's clock from its ``spec.json`` config (``real`` before clocks existed)."""
     return config.get("clock", "real")

@@ -243,10 +243,10 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     conns = pd.DataFrame(kc.get("connections") or [])
     subs = pd.DataFrame(kc.get("subflows") or [])
     if len(conns):
-        conns["token"] = [_tok(t) for t in conns["token"]]
+        conns["token"] = [rundir.kernel_token(t) for t in conns["token"]]
         tables["kernel_connections"] = conns.drop(columns=["event"], errors="ignore")
     if len(subs):
-        subs["token"] = [_tok(t) for t in subs["token"]]
+        subs["token"] = [rundir.kernel_token(t) for t in subs["token"]]
         subs = subs[subs["token"].notna() & (subs["token"] != "00000000")]
         tables["kernel_subflows"] = subs.drop(columns=["event"], errors="ignore")
     row.update(_kernel_summary(conns, subs))

@@ -52,7 +52,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from ..rundir import RunDir
+from ..rundir import RunDir, kernel_token
 
 # link types
 LINKTYPE_NULL = 0
@@ -1274,7 +1274,7 @@ def kernel_agreement(run_dir: Path) -> dict:
     subflows: list[dict] = []
     out = {
         "run": str(run_dir),
-        "token_match": sender["token"] in (conn["token_a"], conn["token_b"]),
+        "token_match": kernel_token(sender["token"]) in (conn["token_a"], conn["token_b"]),
         "subflows": subflows,
         "ofo": (receiver["ofo_bytes_max"], int(conn["ofo_bytes_max"])),
         "ofo_complete": conn["valid_until"] is None or pd.isna(conn["valid_until"]),
@@ -1282,7 +1282,7 @@ def kernel_agreement(run_dir: Path) -> dict:
     }
     sf = res.subflows
     for s in k["subflows"]:
-        if s["token"] != sender["token"] or s["bytes_sent"] < 10_000:
+        if kernel_token(s["token"]) != kernel_token(sender["token"]) or s["bytes_sent"] < 10_000:
             continue
         mine = sf[
             (sf.saddr == s["saddr"])

@@ -83,12 +83,12 @@ def enable(
         (path / "enable").write_text("1")
 
 
-def _value(text: str):
-    if re.fullmatch(r"-?\d+", text):
-        return int(text)
-    if re.fullmatch(r"[0-9a-f]{8}", text):
+def _value(key: str, text: str):
+    # a token is printed as %08x: kept as text even when its eight hex digits
+    # are all decimal ones (2.3 % of tokens), which int() would misread
+    if key.startswith("token") or not re.fullmatch(r"-?\d+", text):
         return text
-    return text
+    return int(text)
 
 
 def parse(text: str) -> list[dict]:
@@ -102,7 +102,7 @@ def parse(text: str) -> list[dict]:
             continue
         record = {"event": m["event"], "ts": float(m["ts"])}
         for key, value in _FIELD.findall(m["body"]):
-            record[key] = _value(value)
+            record[key] = _value(key, value)
         events.append(record)
     return events
 
