@@ -316,14 +316,14 @@ def assert_agreement(agree: dict) -> None:
     assert sum(s["pcap"] == s["kernel"] for s in subs) >= len(subs) / 2
     assert agree["token_match"]
     kern, ours = agree["ofo"]
-    # the reconstructed OFO peak equals the kernel's (1 % for rounding); when a capture
-    # ended while bytes were still unresolved the queue is reported up to that moment only,
-    # so a peak after it can be missed (lower, never higher)
+    # the reconstructed OFO peak is the kernel's up to the order of packets captured at
+    # one instant on two interfaces, which the captures do not have (3G + WLAN, virtual
+    # time: a burst of 45 OFO changes at one instant, 535,240 against the kernel's 567,044
+    # bytes; docs/analysis.md); when a capture ended while bytes were still unresolved the
+    # queue is reported up to that moment only, so a later peak can be missed too
     assert kern > 0
-    if agree["ofo_complete"]:
-        assert ours == pytest.approx(kern, rel=0.01)
-    else:
-        assert 0.8 * kern <= ours <= 1.01 * kern
+    low = 0.9 if agree["ofo_complete"] else 0.8
+    assert low * kern <= ours <= 1.01 * kern
 
 
 def test_a_real_capture_agrees_with_the_kernel_counters():
