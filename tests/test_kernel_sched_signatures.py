@@ -384,7 +384,7 @@ def cp_transfer(scheduler, rmem, seconds, **params):
 """
 
 
-def test_cp_keeps_the_slow_path_from_blocking_a_small_receive_buffer(guest):
+def test_cp_keeps_the_slow_path_from_blocking_a_small_receive_buffer(guest, clock):
     r = guest(
         TRANSFER
         + CP
@@ -406,8 +406,11 @@ def test_cp_keeps_the_slow_path_from_blocking_a_small_receive_buffer(guest):
     assert cons["mbps"] > 1.4 * minrtt["mbps"], r
     # Cons's only use of P2 is a probe (10 segments per guard time once
     # paused); one probe in flight lets P1 fill the window out of order (CI,
-    # real time: 154 KB, as minrtt's 165 KB).  Without a probe, no OFO queue.
-    assert cons["probes"] > 0 or cons["ofo_max"] < 0.25 * minrtt["ofo_max"], r
+    # real time: 154 KB, as minrtt's 165 KB).  Without a probe, no OFO queue
+    # under virtual time; in real time on a loaded host P1's own losses did
+    # too (CI beside a campaign: 135 KB, no probe), so the bound is virtual only.
+    if clock == "virtual":
+        assert cons["probes"] > 0 or cons["ofo_max"] < 0.25 * minrtt["ofo_max"], r
     assert cons["sent"].get("p2", 0) < 0.25 * minrtt["sent"]["p2"], r
     assert rad["mbps"] > 1.2 * minrtt["mbps"], r
     assert rad["pauses"] >= 1 and rad["probes"] >= 1, r
