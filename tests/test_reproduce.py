@@ -202,6 +202,22 @@ def test_failed_and_stalled_runs_are_counted_next_to_the_statistics():
     assert r.subject.starved == 1 and r.baseline.starved == 0
 
 
+def test_a_variant_whose_every_run_timed_out_has_no_ok_run_not_not_run():
+    runs = runs_table(
+        {
+            "scheduler=blest": (BLEST, ["timeout"] * 9 + ["stalled"]),
+            "scheduler=minrtt": (MINRTT, list(68 + RNG.normal(0, 1, 10))),
+        }
+    )
+    r = reproduce.evaluate_claim(claim(), runs)
+    assert r.verdict == "no ok run", r
+    assert "in scheduler=blest (1 stalled, 9 timeout of 10 runs)" in r.why, r.why
+    assert reproduce.diff_text(r) == "-"
+    text = reproduce.render_text(reproduce.Expectations("e", [claim()]), [r])
+    assert "[no ok run]" in text and "not ok, left out: 1 stalled, 9 timeout of 10" in text
+    assert reproduce.counts([r]) == {"no ok run": 1}
+
+
 def test_a_ratio_metric_and_a_claim_of_no_difference():
     rows = runs_table(
         {

@@ -637,6 +637,7 @@ VERDICT_CLASS = {
     "opposite": "bad",
     "different": "bad",
     "inconclusive": "muted",
+    "no ok run": "bad",
     "not run": "muted",
 }
 

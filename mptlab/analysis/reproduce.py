@@ -23,6 +23,9 @@ size as well as the sign:
 - ``constant``: the statistic has one value in every ok run of both
   variants (e.g. an OFO median that is 0 in every run): it cannot decide
   the claim, which is flagged, not judged;
+- ``no ok run``: the variants are in the campaign, but one of them has no
+  ok run with a value of the metric (every run failed, stalled or timed
+  out): a finding about the setup, shown with the runs' statuses;
 - ``not run``: a variant or the metric is not in the campaign.
 
 Where the paper gives values, our means stand next to them with their
@@ -47,16 +50,26 @@ from ..rundir import breakdown
 from ..spec.expect import Claim, metric_columns, resolve
 from . import stats
 
-REPRODUCED, DIRECTION_ONLY, OPPOSITE, DIFFERENT, INCONCLUSIVE, CONSTANT, NOT_RUN = (
+REPRODUCED, DIRECTION_ONLY, OPPOSITE, DIFFERENT, INCONCLUSIVE, CONSTANT, NO_OK_RUN, NOT_RUN = (
     "reproduced",
     "direction only",
     "opposite",
     "different",
     "inconclusive",
     "constant",
+    "no ok run",
     "not run",
 )
-VERDICTS = (REPRODUCED, DIRECTION_ONLY, OPPOSITE, DIFFERENT, INCONCLUSIVE, CONSTANT, NOT_RUN)
+VERDICTS = (
+    REPRODUCED,
+    DIRECTION_ONLY,
+    OPPOSITE,
+    DIFFERENT,
+    INCONCLUSIVE,
+    CONSTANT,
+    NO_OK_RUN,
+    NOT_RUN,
+)
 VERDICT_LEGEND = (
     "reproduced: the 95 % CI of our relative difference excludes zero with the paper's sign "
     "and the paper's change lies inside it or within the claim's size band (default max(3 "
@@ -64,8 +77,9 @@ VERDICT_LEGEND = (
     "its tolerance. direction only: the paper's sign, not its size. opposite: the CI "
     "excludes zero with the other sign. different: a claim of no difference whose CI lies "
     "outside its tolerance. inconclusive: the CI includes zero. constant: the statistic has "
-    "one value in every run, it cannot decide the claim. not run: a variant or the metric "
-    "is not in these runs."
+    "one value in every run, it cannot decide the claim. no ok run: a variant ran, but "
+    "none of its runs ended ok with a value (failed, stalled or timed out: see why). "
+    "not run: a variant or the metric is not in these runs."
 )
 FEW = 5  # fewer runs per variant: a verdict's CI is rough, said next to it
 
@@ -212,9 +226,16 @@ def evaluate_claim(
         samples.append(v)
     if subj.summary is None or base.summary is None:  # for mypy
         return res
-    empty = [s.variant for s in (subj, base) if s.summary is not None and s.summary.n == 0]
+    empty = [s for s in (subj, base) if s.summary is not None and s.summary.n == 0]
     if empty:
-        res.why = f"no ok run with a value of {claim.metric} in {', '.join(map(str, empty))}"
+        res.why = "; ".join(
+            f"no ok run with a value of {claim.metric} in {s.variant} "
+            + (f"({s.not_ok} of {s.runs} runs)" if s.not_ok else f"({s.runs} runs)")
+            for s in empty
+        )
+        if all(s.runs for s in empty):
+            # it ran and every run failed: a finding about the setup, not a gap
+            res.verdict = NO_OK_RUN
         return res
     both = pd.concat(samples)
     if len(both) >= 2 and both.nunique() == 1:
@@ -414,7 +435,7 @@ def ours_text(side: Side) -> str:
 
 
 def diff_text(r: ClaimResult) -> str:
-    if r.verdict == NOT_RUN:
+    if r.verdict in (NOT_RUN, NO_OK_RUN):
         return "-"
     if r.absolute:
         return (
@@ -493,7 +514,7 @@ def render_text(
                 extra.append(f"{lv} the paper's value")
             tail = f"  ({'; '.join(extra)})" if extra else ""
             lines.append(f"  ours {name}: {ours_text(side)}{tail}")
-        if r.verdict != NOT_RUN:
+        if r.verdict not in (NOT_RUN, NO_OK_RUN):
             lines.append(f"  ours: {diff_text(r)}")
         if r.why:
             lines.append(f"  why: {r.why}")

@@ -370,7 +370,7 @@ def _md_table(headers: list[str], rows: list[list], left: int | None = None) -> 
 
 def _md_n(r: reproduce.ClaimResult) -> str:
     ns = [s.summary.n if s.summary else 0 for s in (r.subject, r.baseline)]
-    if not any(ns):
+    if not any(ns) and not (r.subject.not_ok or r.baseline.not_ok):
         return "-"
     tail = "".join(
         f" ({s.variant}: {left_out_words(s)})"
