@@ -198,6 +198,8 @@ def blocking_transfer(scheduler, nbytes, extra=None):
     halvings = sum(b <= 0.6 * a for a, b in zip(cwnd, cwnd[1:]))
     return {"penalised": after["Penalised"] - before["Penalised"],
             "resent": after["MPTCPRetrans"] - before["MPTCPRetrans"],
+            "or_segs": after["OppRetrans"] - before["OppRetrans"],
+            "or_bytes": after["OppRetransBytes"] - before["OppRetransBytes"],
             "halvings": halvings, "cwnd_3g_max": max(cwnd, default=0)}
 """
 
@@ -239,6 +241,12 @@ def test_the_opportunistic_retransmission_switches_off(guest):
     assert r["on"]["resent"] >= 1 and r["on"]["penalised"] >= 1, r
     assert r["off"]["penalised"] == 0, r
     assert r["off"]["resent"] < r["on"]["resent"] / 4, r
+    # patch 0011 counts the opportunistic re-sends alone: a part of every
+    # MPTCP-level re-send, at most one segment's bytes each, none when off
+    on = r["on"]
+    assert 1 <= on["or_segs"] <= on["resent"], r
+    assert on["or_segs"] <= on["or_bytes"] <= on["or_segs"] * 1500, r
+    assert r["off"]["or_segs"] == 0 and r["off"]["or_bytes"] == 0, r
 
 
 QUEUED = """

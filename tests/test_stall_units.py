@@ -6,6 +6,7 @@ counted and ingested."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import subprocess
 import sys
@@ -535,6 +536,28 @@ def test_ingest_keeps_stalled_runs_and_the_nstat_counters_in_long_form(tmp_path)
     ).fetchall()
     assert ("client", "sockstat_TCP", "mem", 5, 900) in mem
     assert ("guest", "meminfo", "MemAvailable_kB", 9000, 8000) in mem
+
+
+def test_the_opportunistic_re_sends_are_summed_over_hosts_and_unknown_without_the_counter():
+    from mptlab.analysis.ingest import or_counters
+
+    def snap(start, end):
+        return {"start": {"MPTcpExt": start}, "end": {"MPTcpExt": end}}
+
+    both = {
+        "server": snap(
+            {"OppRetrans": 2, "OppRetransBytes": 2800, "MPTCPRetrans": 9},
+            {"OppRetrans": 14, "OppRetransBytes": 19600, "MPTCPRetrans": 240},
+        ),
+        "client": snap(
+            {"OppRetrans": 0, "OppRetransBytes": 0}, {"OppRetrans": 1, "OppRetransBytes": 1400}
+        ),
+    }
+    assert or_counters({"nstat": both}) == {"or_resent_segs": 13.0, "or_resent_bytes": 18200.0}
+    # a kernel before patch 0011 has no such counter: unknown, not 0
+    old = {"server": snap({"MPTCPRetrans": 9}, {"MPTCPRetrans": 240})}
+    assert all(math.isnan(v) for v in or_counters({"nstat": old}).values())
+    assert all(math.isnan(v) for v in or_counters({}).values())
 
 
 def test_stats_and_report_list_stalled_runs_by_name(tmp_path, mptlab):

@@ -44,6 +44,7 @@ UNITS = {
     "k_ofo_bytes_max": "bytes",
     "pcap_ofo_bytes_max": "bytes",
     "k_bytes_reinjected": "bytes",
+    "or_resent_bytes": "bytes",
     "pcap_hol_delay_mean_ms": "ms",
     "pcap_hol_delay_p95_ms": "ms",
     "pcap_hol_delay_max_ms": "ms",

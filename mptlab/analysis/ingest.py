@@ -284,6 +284,7 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     ns = nstat_rows(result)
     if len(ns):
         tables["nstat"] = ns
+    row.update(or_counters(result))
     ofo_events = _read_ofo_events(rd.trace(rundir.OFO_EVENTS))
     row.update(ofo_occupancy(ofo_events))
     ofo = ofo_bins(ofo_events)
@@ -321,6 +322,34 @@ def _watchdog_columns(result: dict) -> dict:
 
 
 NSTAT_COLUMNS = ["host", "mib", "counter", "name", "start", "end", "delta", "kind"]
+
+# The opportunistic re-send's own counters (kernel patch 0011): what the
+# BLEST paper's Table II counts ("retransmitted by OR&P").  k_bytes_reinjected
+# also holds MPTCP-level re-sends after a timeout, which no scheduler chooses
+# (a traced 3G + WLAN minRTT run: ~17 KB of ~340 KB).
+OR_COUNTERS = {"or_resent_segs": "OppRetrans", "or_resent_bytes": "OppRetransBytes"}
+
+
+def or_counters(result: dict) -> dict:
+    """Segments and bytes re-sent by the opportunistic retransmission during
+    the run, summed over the hosts (the counters are per network namespace).
+    NaN where the kernel has no such counter (built before patch 0011) or a
+    host's start or end snapshot is missing: unknown, not zero."""
+    nstat = result.get("nstat") or {}
+    out = {col: np.nan for col in OR_COUNTERS}
+    if not nstat:
+        return out
+    for col, counter in OR_COUNTERS.items():
+        total = 0.0
+        for entry in nstat.values():
+            a = ((entry.get("start") or {}).get("MPTcpExt") or {}).get(counter)
+            b = ((entry.get("end") or {}).get("MPTcpExt") or {}).get(counter)
+            if a is None or b is None:
+                total = np.nan
+                break
+            total += b - a
+        out[col] = float(total)
+    return out
 
 
 def nstat_rows(result: dict) -> pd.DataFrame:
