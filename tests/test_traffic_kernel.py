@@ -106,6 +106,8 @@ def test_blocks_and_live_video_arrive_after_the_link_delay(kernel, tmp_path):
             variants:
               - {name: blocks}
               - {name: live, workload: {type: live, duration: 8s}}
+              # a stream twice what the paths carry: the receiver's deadline cuts the sender off
+              - {name: live-slow, paths: [lab-2m-40ms, lab-2m-40ms], workload: {type: live, duration: 4s, bitrate: 16mbit}}
         """,
     )
     b = res["blocks"]["metrics"]
@@ -119,6 +121,12 @@ def test_blocks_and_live_video_arrive_after_the_link_delay(kernel, tmp_path):
     assert v["delay_min_ms"] >= ONE_WAY_MS and v["delay_median_ms"] < 100
     assert v["goodput_mbps"] == pytest.approx(v["stream_mbps"], rel=0.1)
     assert set(v["frames_by_type"]) == {"I", "P", "B"}
+    assert v["sender_cut_at_deadline"] is False
+    # too slow a path is the live outcome (frames dropped), not a failed run
+    s = res["live-slow"]["metrics"]  # run_campaign checked the run is ok
+    assert s["sender_cut_at_deadline"] is True and s["frames"] == 100
+    assert 0 < s["frames_in_time"] < 100 and s["frames_dropped"] > 0
+    assert s["goodput_mbps"] < 4.2 < s["stream_mbps"]
 
 
 def test_page_loads_take_at_least_the_transfer_time(kernel, tmp_path):

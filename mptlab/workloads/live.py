@@ -64,6 +64,7 @@ def _send(lsock: socket.socket, stream: bytes, frames: list[dict], fps: int, out
                 time.sleep(target - now)
             else:
                 lag = max(lag, now - target)
+                out["lag"] = lag
             head = HEADER.pack(i, f["size"], target, f["type"].encode()[:1] or b"?")
             conn.sendall(head + stream[f["offset"] : f["offset"] + f["size"]])
         out["lag"] = lag
@@ -132,12 +133,14 @@ def run(ctx) -> dict:
     arrivals: dict[int, tuple[float, float]] = {}
     received = 0
     end_by = None
+    at_deadline = False  # the receiver closed because the stream's time was up
     buf = bytearray(max(f["size"] for f in frames) + HEADER.size)
     try:
         while True:
             if end_by is not None:
                 left = end_by - time.time()
                 if left <= 0:
+                    at_deadline = True
                     break
                 sock.settimeout(left)
             head = recv_exact(sock, HEADER.size, buf)
@@ -152,15 +155,29 @@ def run(ctx) -> dict:
                 break
             arrivals[idx] = (cap, time.time())
             received += size
-    except (TimeoutError, EOFError, OSError) as exc:
+    except TimeoutError as exc:
+        at_deadline = end_by is not None
+        ctx.log(f"live: receiver stopped: {exc!r}")
+    except (EOFError, OSError) as exc:
         ctx.log(f"live: receiver stopped: {exc!r}")
     finally:
         sock.close()
     ctx.mark("workload_end")
     sender.join(timeout=10)
     lsock.close()
-    if "error" in sent:
-        raise WorkloadError(f"live sender failed: {sent['error']!r}")
+    err = sent.get("error")
+    cut = at_deadline and isinstance(err, ConnectionResetError | BrokenPipeError)
+    if cut:
+        # A path slower than the stream: the sender is still writing when the
+        # receiver's deadline (stream end + playout delay + grace) closes the
+        # connection.  That is the live outcome (frames that never arrived are
+        # dropped), not a failed run: every run of fec-tcp-live at 400 ms / 5 %
+        # loss (0.14 Mbit/s for a 3.6 Mbit/s stream) was once "failed" this way.
+        ctx.log(
+            f"live: the receiver's deadline cut the sender off ({err!r}); unsent frames count as dropped"
+        )
+    elif err is not None:
+        raise WorkloadError(f"live sender failed: {err!r}")
     with open(ctx.trace_dir / "live-frames.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["frame", "type", "bytes", "capture", "complete", "delay_ms"])
@@ -182,6 +199,7 @@ def run(ctx) -> dict:
     )
     metrics.update(
         sender_lag_max_ms=sent.get("lag", 0.0) * 1000,
+        sender_cut_at_deadline=cut,
         goodput_mbps=received * 8 / span / 1e6 if span > 0 else None,
         stream_mbps=prep["bytes"] * 8 / (len(frames) / p.fps) / 1e6,
         playout_delay_ms=p.playout_delay,
