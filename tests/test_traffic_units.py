@@ -5,6 +5,7 @@ metrics, and content made with ffmpeg."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import random
 import signal
@@ -186,6 +187,12 @@ def test_har_timings_give_page_completion():
     assert m["page_load_s"] == pytest.approx(0.121 + 0.20025)
     assert [f.path for f in fetches] == ["/index.html", "/o/1.png"] and m["bytes"] == 95000
     assert m["object_times"][0][2] == pytest.approx(40.3)  # request after DNS + connect
+    assert m["first_request_max_ms"] == pytest.approx(40.3) and m["late_first_request_loads"] == 0
+    # a second load whose first SYN was lost: its first request waits the 1 s RTO
+    late = [dataclasses.replace(f, start=f.start + 1.1, end=f.end + 1.1) for f in fetches]
+    m = web.load_metrics([(start, fetches), (start, late)], 95000, 2)
+    assert m["late_first_request_loads"] == 1
+    assert m["first_request_max_ms"] == pytest.approx(1140.3)
     with pytest.raises(RuntimeError, match="fetched 2 distinct objects, the page has 3"):
         web.load_metrics([(start, fetches)], 95000, 3)
 
