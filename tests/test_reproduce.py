@@ -218,6 +218,22 @@ def test_a_variant_whose_every_run_timed_out_has_no_ok_run_not_not_run():
     assert reproduce.counts([r]) == {"no ok run": 1}
 
 
+def test_web_runs_with_a_syn_back_off_are_counted_next_to_the_statistics():
+    runs = runs_table(
+        {
+            "scheduler=blest": (BLEST, list(1.1 + RNG.normal(0, 0.05, 10))),
+            "scheduler=minrtt": (MINRTT, list(1.0 + RNG.normal(0, 0.05, 10))),
+        },
+        metric="page_load_s",
+    )
+    runs["late_first_request_loads"] = [0] * 7 + [1, 0, 0] + [0] * 10
+    c = claim(metric="page_load_s", paper=[1.456, 1.461], unit="s")
+    r = reproduce.evaluate_claim(c, runs)
+    assert r.subject.late_starts == 1 and r.baseline.late_starts == 0
+    text = reproduce.render_text(reproduce.Expectations("e", [c]), [r])
+    assert "1 with a SYN back-off (first request >= 1 s late)" in text
+
+
 def test_a_ratio_metric_and_a_claim_of_no_difference():
     rows = runs_table(
         {

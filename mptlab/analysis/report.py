@@ -698,6 +698,11 @@ def claims_table(results: list[reproduce.ClaimResult]) -> str:
             for s in (r.subject, r.baseline)
             if s.variant and s.starved
         ]
+        left += [
+            f"<span class='muted'>{esc(s.variant)}: {s.late_starts} with a SYN back-off</span>"
+            for s in (r.subject, r.baseline)
+            if s.variant and s.late_starts
+        ]
         src = cl.source + (" (derived)" if cl.derived else "")
         why = f"<br><span class='muted'>{esc(r.why)}</span>" if r.why else ""
         note = f"<br><span class='muted'>{esc(cl.note)}</span>" if cl.note else ""
