@@ -326,7 +326,7 @@ NSTAT_COLUMNS = ["host", "mib", "counter", "name", "start", "end", "delta", "kin
 # The opportunistic re-send's own counters (kernel patch 0011): what the
 # BLEST paper's Table II counts ("retransmitted by OR&P").  k_bytes_reinjected
 # also holds MPTCP-level re-sends after a timeout, which no scheduler chooses
-# (a traced 3G + WLAN minRTT run: ~17 KB of ~340 KB).
+# (3G + WLAN bulk, n = 10: OR is 68 % of minRTT's re-sent bytes, 90 % of BLEST's).
 OR_COUNTERS = {"or_resent_segs": "OppRetrans", "or_resent_bytes": "OppRetransBytes"}
 
 
