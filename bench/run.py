@@ -3,6 +3,7 @@
 python -m bench.run            # all
 python -m bench.run kernel     # one
 python -m bench.run calibrate  # not in the default set: docs/reproduction.md
+python -m bench.run calibrate_mptbm  # idem (MPT-BM receive buffer, ~5 min)
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import sys
 
 BENCHMARKS = ["kernel", "campaign", "pcap", "virtual_time", "blest_campaign", "run_cost"]
 # not part of a plain `make bench` (about 20 min of campaigns each): name them
-EXTRA = ["calibrate"]
+EXTRA = ["calibrate", "calibrate_mptbm"]
 
 
 def main(argv: list[str]) -> int:

@@ -91,6 +91,7 @@ class Srtt(threading.Thread):
     def __init__(self, net, host):
         super().__init__(daemon=True)
         self.ns, self.samples, self.stop = net.ns(host), {}, threading.Event()
+        self.cwnd_flight = {}
 
     def run(self):
         with in_netns(self.ns):
@@ -100,11 +101,18 @@ class Srtt(threading.Thread):
                 row = dict(zip(SUBFLOW_COLUMNS, r))
                 if row["state"] == 1 and row["srtt_us"] and row["bytes_acked"] > 1 << 20:
                     self.samples.setdefault(row["daddr"], []).append(row["srtt_us"] / 1000)
+                    if row["unacked"]:
+                        self.cwnd_flight.setdefault(row["daddr"], []).append(
+                            row["cwnd"] / row["unacked"])
 
     def means(self):
         self.stop.set()
         self.join()
         return {a: sum(v) / len(v) for a, v in self.samples.items()}
+
+    def cwnd_over_flight(self):
+        \"\"\"Median cwnd / packets in flight per peer address.\"\"\"
+        return {a: sorted(v)[len(v) // 2] for a, v in self.cwnd_flight.items()}
 """
 
 SHARED = """
@@ -142,9 +150,11 @@ def disjoint(cc, paths, secs=20, sysctls=None, nbytes=None):
     server.wait(10)
     reader.stop()
     net.destroy()
+    ratio = srtt.cwnd_over_flight()
     by_path = {paths[i]: means.get(addr) for i, addr in enumerate(p.addresses("client"))}
+    cwnd_flight = {paths[i]: ratio.get(a) for i, a in enumerate(p.addresses("client"))}
     return {"goodput": g, "srtt_ms": by_path, "ofo_wait_ms": ofo_wait_ms(ofo_path, nbytes),
-            "seconds": seconds}
+            "seconds": seconds, "cwnd_over_flight": cwnd_flight}
 
 
 def ofo_wait_ms(path, nbytes):

@@ -20,7 +20,7 @@ import pytest
 pytestmark = pytest.mark.kernel
 
 COMMON = r"""
-import re, subprocess, time
+import re, subprocess, threading, time
 from pathlib import Path
 
 TRACE = Path("/sys/kernel/tracing")
@@ -38,7 +38,7 @@ def sh(ns, cmd, check=True):
 
 
 def nstat(ns):
-    out = sh(ns, "nstat -az TcpExtTCPFECSent TcpExtTCPFECRecovered TcpExtTCPFECFailed TcpRetransSegs")
+    out = sh(ns, "nstat -az TcpExtTCPFECSent TcpExtTCPFECRecovered TcpExtTCPFECFailed TcpRetransSegs TcpExtTCPTimeouts")
     return {k: int(v) for k, v in re.findall(r"^(\w+)\s+(\d+)", out, re.M)}
 
 
@@ -54,7 +54,16 @@ def stats():
     return recs
 
 
-def transfer(loss=0.0, fec_a=0, fec_b=0, ratio=9, nbytes=8 << 20):
+def sample_ss(ns, stop, out):
+    # (cwnd, reordering) of the sender's socket every 20 ms
+    while not stop.wait(0.02):
+        text = sh(ns, "ss -Htin dst 10.0.1.2", check=False)
+        c, r = re.search(r"cwnd:(\d+)", text), re.search(r"reordering:(\d+)", text)
+        if c:
+            out.append((int(c.group(1)), int(r.group(1)) if r else 3))
+
+
+def transfer(loss=0.0, fec_a=0, fec_b=0, ratio=9, nbytes=8 << 20, sample=False):
     i = next(N)
     a, b = f"a{i}", f"b{i}"
     subprocess.run(["ip", "netns", "add", a], check=True)
@@ -75,10 +84,18 @@ def transfer(loss=0.0, fec_a=0, fec_b=0, ratio=9, nbytes=8 << 20):
                             "socat -u TCP-LISTEN:5000,reuseaddr - | sha256sum"],
                            stdout=subprocess.PIPE, text=True)
     time.sleep(0.5)
+    stop, samples = threading.Event(), []
+    th = threading.Thread(target=sample_ss, args=(a, stop, samples))
+    if sample:
+        th.start()
     sh(a, f"socat -u OPEN:/tmp/{a}.bin TCP:10.0.1.2:5000")
+    stop.set()
+    if sample:
+        th.join()
     got = srv.communicate(timeout=300)[0].split()[0]
     time.sleep(1)  # the sockets' FEC records print when they are destroyed
-    out = {"intact": got == sent, "a": nstat(a), "b": nstat(b), "stats": stats()}
+    out = {"intact": got == sent, "a": nstat(a), "b": nstat(b), "stats": stats(),
+           "ss": samples}
     sh(a, f"rm -f /tmp/{a}.bin")
     return out
 """
@@ -119,6 +136,35 @@ RESULT["dynamic"] = transfer(loss=2, fec_a=1, fec_b=1)
     # one parity packet per 9 segments repairs most single losses
     assert retrans["fixed9"] < 0.4 * retrans["plain"], retrans
     assert retrans["dynamic"] < 0.8 * retrans["plain"], retrans
+
+
+def test_the_dupack_threshold_stays_below_cwnd_so_a_long_block_costs_no_rtos(guest):
+    # 5 % loss keeps cwnd at a few segments; blocks of 64 segments span many
+    # windows.  A dupACK threshold of block + 1 could never be reached there:
+    # every loss the parity did not repair waited for the RTO (the lossy
+    # subflow of fec-mptcp-bulk: 36-96 RTOs per run against 1-18 without FEC).
+    r = guest(
+        COMMON
+        + """
+RESULT["plain"] = transfer(loss=5, nbytes=2 << 20)
+RESULT["fixed64"] = transfer(loss=5, fec_a=2, fec_b=2, ratio=64, nbytes=2 << 20, sample=True)
+""",
+        timeout=400,
+        mem_mb=512,
+        clock="virtual",
+    )
+    print(r)
+    plain, fec = r["plain"], r["fixed64"]
+    assert plain["intact"] and fec["intact"]
+    assert sender(fec)[0]["fec_sent"] > 0, fec["stats"]
+    assert plain["a"]["TcpRetransSegs"] > 50, plain["a"]  # 5 % of ~1450 segments
+    # the threshold (ss "reordering") follows cwnd, not the block of 64
+    ss = fec["ss"]
+    assert len(ss) >= 10, ss
+    assert all(r <= max(3, 2 * c) for c, r in ss), ss  # cwnd may halve between
+    assert max(r for _, r in ss) < 65, ss
+    rto = {k: v["a"]["TcpExtTCPTimeouts"] for k, v in r.items()}
+    assert rto["fixed64"] <= 2 * rto["plain"] + 3, rto
 
 
 def test_dynamic_ratio_climbs_to_its_maximum_and_fixed_ratios_cost_one_over_r_plus_1(guest):
