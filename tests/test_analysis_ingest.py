@@ -289,3 +289,94 @@ def test_the_blest_papers_ofo_statistic_sees_bursts_the_median_misses():
     assert ofo_occupancy(events)["k_ofo_bytes_p50"] == 0.0
     assert ofo_sampled_mean(ofo_bins(None), 100.0, 101.0) == {"k_ofo_bytes_mean": 0.0}
     assert ofo_sampled_mean(bins, 101.0, 100.0) == {}
+
+
+def _mptcp_samples(host, sport, t, rmem, received, rcvbuf=None):
+    import pandas as pd
+
+    n = len(t)
+    df = pd.DataFrame(
+        {
+            "host": [host] * n,
+            "t": t,
+            "saddr": ["10.0.0.1"] * n,
+            "sport": [sport] * n,
+            "daddr": ["10.0.3.2"] * n,
+            "dport": [5201] * n,
+            "bytes_received": received,
+            "rmem_alloc": rmem,
+        }
+    )
+    df["rcvbuf"] = rcvbuf if rcvbuf is not None else [1 << 20] * n
+    return df
+
+
+def test_the_receivers_allocated_memory_is_time_weighted_over_the_analysis_window():
+    import numpy as np
+    import pandas as pd
+
+    from mptlab.analysis.ingest import rmem_occupancy
+
+    # the receiver (client, most bytes received) sampled every 0.1 s from t=99.9
+    # to 102.0, window [100, 102]: 1000 B at 99.9 (held until 100.0: before the
+    # window), 8000 B for 0.4 s, 2000 B for 0.6 s (a skipped tick, 100.6: the
+    # 100.5 sample holds 0.2 s), 4000 B for 1 s; 50000 B after the window
+    t = [99.9 + 0.1 * i for i in range(22) if i != 7]
+    rmem = [1000 if x < 99.95 else 8000 if x < 100.35 else 2000 if x < 100.95 else 4000 for x in t]
+    t.append(102.1)
+    rmem.append(50000)
+    client = _mptcp_samples("client", 40000, t, rmem, [1000 * i for i in range(len(t))])
+    client.loc[client["t"] > 101.5, "rcvbuf"] = 2 << 20
+    # the sender's socket (server): more memory, nothing received: not the one
+    server = _mptcp_samples("server", 5201, t, [10**7] * len(t), [0] * len(t))
+    out = rmem_occupancy(pd.concat([client, server], ignore_index=True), 100.0, 102.0)
+    # 2000 B for 30 % of the time, 4000 up to 80 %, 8000 above
+    assert out == {
+        "k_rmem_bytes_p50": 4000.0,
+        "k_rmem_bytes_p75": 4000.0,
+        "k_rmem_bytes_p95": 8000.0,
+        "k_rmem_bytes_mean": pytest.approx(0.2 * 8000 + 0.3 * 2000 + 0.5 * 4000),
+        "k_rmem_bytes_max": 8000.0,
+        "k_rcvbuf_bytes_max": float(2 << 20),
+    }
+    # the connection's last sample (100.9) holds one sampling interval, not
+    # to the window's end: 8000 B for 0.4 s, 2000 B for 0.6 s
+    out = rmem_occupancy(client[client["t"] < 101.0], 100.0, 102.0)
+    assert out["k_rmem_bytes_mean"] == pytest.approx((0.4 * 8000 + 0.6 * 2000) / 1.0)
+    assert out["k_rmem_bytes_p50"] == 2000.0 and out["k_rmem_bytes_p95"] == 8000.0
+    # no sample in the window, or no value in them: NaN, not 0
+    assert np.isnan(rmem_occupancy(client, 200.0, 201.0)["k_rmem_bytes_p50"])
+    blank = client.assign(rmem_alloc=np.nan, rcvbuf=np.nan)
+    assert all(np.isnan(v) for v in rmem_occupancy(blank, 100.0, 102.0).values())
+
+
+def test_traces_from_before_the_memory_columns_give_no_value_not_zero(results):
+    from mptlab.analysis.ingest import rmem_occupancy
+
+    # a sampler CSV without rmem_alloc (every fixture run dir: recorded before
+    # the sampler read SKMEMINFO): nothing, so the runs table has NaN
+    old = _mptcp_samples("client", 40000, [1.0, 2.0], [0, 0], [1, 2]).drop(
+        columns=["rmem_alloc", "rcvbuf"]
+    )
+    assert rmem_occupancy(old, 1.0, 2.0) == {} and rmem_occupancy(None, 1.0, 2.0) == {}
+    # one run dir with the columns among old ones: its values, NaN for the others
+    run_dir = next(
+        r.path
+        for c in ingest.campaign_dirs(results)
+        for r in CampaignDir(c).run_dirs()
+        if r.path.name == "rep-001" and "blest" in str(r.path) and c.name == "fixture"
+    )
+    csv = run_dir / "traces" / "client-mptcp.csv"
+    df = pd.read_csv(csv)
+    df["rmem_alloc"] = 5000
+    df["rcvbuf"] = 1 << 20
+    df.to_csv(csv, index=False)
+    rep = ingest.ingest(results, pcap=False)
+    assert rep.errors == []
+    runs = ingest.load_table(results, "runs").set_index("run_dir")
+    assert runs.loc[str(run_dir), "k_rmem_bytes_p50"] == 5000.0
+    assert runs.loc[str(run_dir), "k_rcvbuf_bytes_max"] == float(1 << 20)
+    others = runs.drop(index=str(run_dir))
+    assert others["k_rmem_bytes_p50"].isna().all() and others["k_rmem_bytes_mean"].isna().all()
+    mptcp = ingest.load_table(results, "mptcp")
+    assert mptcp.loc[mptcp["rmem_alloc"].notna(), "host"].unique().tolist() == ["client"]

@@ -42,6 +42,8 @@ UNITS = {
     "goodput_total_mbps": "Mbit/s",
     "duration_s": "s",
     "k_ofo_bytes_max": "bytes",
+    "k_rmem_bytes_p50": "bytes",
+    "k_rmem_bytes_p95": "bytes",
     "pcap_ofo_bytes_max": "bytes",
     "k_bytes_reinjected": "bytes",
     "or_resent_bytes": "bytes",

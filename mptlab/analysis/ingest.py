@@ -281,6 +281,9 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     for table in ("ss", "mptcp"):
         if table in tables:
             tables[table] = pd.concat(tables[table], ignore_index=True)
+    if row.get("workload_start") and row.get("workload_end"):
+        start = row["workload_start"] + (row.get("warmup_ms") or 0) / 1000
+        row.update(rmem_occupancy(tables.get("mptcp"), start, row["workload_end"]))
     ns = nstat_rows(result)
     if len(ns):
         tables["nstat"] = ns
@@ -483,11 +486,11 @@ def ofo_bins(events: pd.DataFrame | None, bin_s: float = OFO_BIN_S) -> pd.DataFr
 
 
 def ofo_occupancy(events: pd.DataFrame | None, qs: tuple[int, ...] = (50, 75, 95)) -> dict:
-    """The MPTCP OFO queue's size over time, as the MPT-BM paper's "MPTCP
-    buffer size" (its Fig. 7, Table III; KiB there, bytes here):
+    """The MPTCP OFO queue's size over time (payload bytes):
     time-weighted percentiles ``k_ofo_bytes_p50/p75/p95`` of the queue of the
     connection whose queue grew largest (the data receiver's), from its
-    first change to its last.  Time-weighted, so that a queue that sits at
+    first change to its last.  Not the MPT-BM paper's "MPTCP buffer size"
+    (its Table III), which is allocated memory: ``rmem_occupancy()``.  Time-weighted, so that a queue that sits at
     4 MB for 9 s and is empty for 1 s has a median of 4 MB whatever the
     number of events either way.  {} without events."""
     if events is None or not len(events):
@@ -499,12 +502,87 @@ def ofo_occupancy(events: pd.DataFrame | None, qs: tuple[int, ...] = (50, 75, 95
     held = np.diff(t)  # each level is held until the next change
     if len(held) == 0 or held.sum() <= 0:
         return {f"k_ofo_bytes_p{q}": float(v[-1]) for q in qs}
-    o = np.argsort(v[:-1], kind="stable")
-    cum = np.cumsum(held[o])
+    pct = _weighted_percentiles(v[:-1], held, qs)
+    return {f"k_ofo_bytes_p{q}": pct[q] for q in qs}
+
+
+def _weighted_percentiles(levels: np.ndarray, weights: np.ndarray, qs) -> dict[int, float]:
+    """{q: the smallest level at or below which q % of the total weight lies}
+    (levels held for ``weights`` seconds: a time-weighted percentile)."""
+    o = np.argsort(levels, kind="stable")
+    cum = np.cumsum(weights[o])
     out = {}
     for q in qs:
         k = min(int(np.searchsorted(cum, q / 100 * cum[-1])), len(o) - 1)
-        out[f"k_ofo_bytes_p{q}"] = float(v[:-1][o][k])
+        out[q] = float(levels[o][k])
+    return out
+
+
+RMEM_PREFIX = "k_rmem_bytes"
+
+
+def rmem_occupancy(
+    mptcp: pd.DataFrame | None, start: float, end: float, qs: tuple[int, ...] = (50, 75, 95)
+) -> dict:
+    """The MPT-BM paper's "MPTCP buffer size" (its Fig. 7, Table III: "the
+    memory allocated for segments" at the MPTCP level; KiB there, bytes
+    here): the data receiver's MPTCP socket's ``rmem_alloc`` (the sampler's
+    SK_MEMINFO_RMEM_ALLOC: the truesize of the OFO queue plus the data in
+    order but not yet read; mptlab/guest/sampler.py says why) over the
+    analysis window [start, end] (epoch s), as ``k_ofo_bytes_mean`` takes it.
+
+    ``k_rmem_bytes_p50/p75/p95``: time-weighted percentiles, as
+    ``k_ofo_bytes_p*`` are; ``k_rmem_bytes_mean``: the time-weighted mean;
+    ``k_rmem_bytes_max``: the largest sample; ``k_rcvbuf_bytes_max``: the
+    socket's receive buffer (autotuned) at its largest, the ceiling
+    rmem_alloc can reach.  Each sample holds until the connection's next
+    one (also when that lies after the window; the level at ``start`` is the
+    last sample before it), its last one for the median sampling interval,
+    all cut to the window: the sampler skips a tick when it falls behind,
+    and a skipped tick must not count less.  The data receiver is the
+    connection (host and address pair) that received the most.
+
+    {} where nothing was recorded (no sampler table, or one written before
+    the sampler read SKMEMINFO: unknown, not 0); NaN where the receiver has
+    no sample in the window or no value in its samples."""
+    names = [f"{RMEM_PREFIX}_p{q}" for q in qs] + [
+        f"{RMEM_PREFIX}_mean",
+        f"{RMEM_PREFIX}_max",
+        "k_rcvbuf_bytes_max",
+    ]
+    if mptcp is None or not len(mptcp) or "rmem_alloc" not in mptcp:
+        return {}
+    out: dict = {name: np.nan for name in names}
+    if not end > start or "bytes_received" not in mptcp:
+        return out
+    key = [c for c in ("host", "saddr", "sport", "daddr", "dport") if c in mptcp]
+    received = pd.to_numeric(mptcp["bytes_received"], errors="coerce").astype("float64")
+    if received.isna().all():
+        return out
+    # bytes_received only grows: the largest sample is the receiver's
+    conn = mptcp.iloc[int(np.nanargmax(received.to_numpy()))]
+    mine = np.ones(len(mptcp), dtype=bool)
+    for c in key:
+        mine &= mptcp[c].eq(conn[c]).fillna(False).to_numpy(dtype=bool)
+    g = mptcp[mine].sort_values("t", kind="stable")
+    t = g["t"].to_numpy(dtype="float64")
+    v = pd.to_numeric(g["rmem_alloc"], errors="coerce").to_numpy(dtype="float64")
+    step = float(np.median(np.diff(t))) if len(t) > 1 else 0.0
+    until = np.minimum(np.r_[t[1:], t[-1] + step], end)
+    held = until - np.maximum(t, start)  # <= 0: a sample that ends before the window
+    keep = (held > 0) & (t < end) & ~np.isnan(v)
+    if not keep.any():
+        return out
+    levels, weights = v[keep], held[keep]
+    pct = _weighted_percentiles(levels, weights, qs)
+    for q in qs:
+        out[f"{RMEM_PREFIX}_p{q}"] = pct[q]
+    out[f"{RMEM_PREFIX}_mean"] = float(np.sum(levels * weights) / np.sum(weights))
+    out[f"{RMEM_PREFIX}_max"] = float(levels.max())
+    if "rcvbuf" in g:
+        rcvbuf = pd.to_numeric(g["rcvbuf"], errors="coerce").to_numpy(dtype="float64")[keep]
+        if not np.isnan(rcvbuf).all():
+            out["k_rcvbuf_bytes_max"] = float(np.nanmax(rcvbuf))
     return out
 
 

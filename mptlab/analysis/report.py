@@ -137,12 +137,14 @@ WORKLOAD_METRICS = {
     "idle": ("duration_s",),
 }
 # MPTCP's own, whatever the workload: retransmissions, reinjections, the OFO
-# queue's peak and size, how long data waited in it
+# queue's peak and size, the receiver's allocated memory, how long data
+# waited in the OFO queue
 MPTCP_METRICS = (
     "k_tcp_retrans",
     "k_reinjected_share",
     "k_ofo_bytes_max",
     "k_ofo_bytes_p95",
+    "k_rmem_bytes_p95",
     "pcap_hol_delay_mean_ms",
     "pcap_hol_delay_p95_ms",
 )
