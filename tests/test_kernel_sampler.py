@@ -50,6 +50,11 @@ def test_sampler_sees_subflows_and_the_ofo_queue(guest):
     receiving = [c for c in conns if int(c["bytes_received"]) > 1_000_000]
     assert receiving and receiving[-1]["scheduler"] == "default"  # the receiver's own msk
     assert max(int(c["ofo_bytes_max"]) for c in receiving) > 0  # 5 vs 40 ms paths reorder
+    # the receiver's msk holds memory for segments (SK_MEMINFO: the MPT-BM
+    # paper's buffer size) at some sample; every socket reports its memory
+    assert max(int(c["rmem_alloc"]) for c in receiving) > 0
+    assert all(int(c["rcvbuf"]) > 0 for c in receiving)
+    assert all(s["rmem_alloc"] != "" and s["rcvbuf"] != "" for s in subflows)
     ts = sorted({float(c["t"]) for c in conns})
     # every 10 ms over ~3 s is ~300 samples; a real-time guest on a loaded CI host
     # got 81 (the sampler sleeps to the next tick, it does not catch up): >= 50
