@@ -5,6 +5,7 @@ kernel: synthetic run tables and the fixture run dirs."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -216,6 +217,19 @@ def test_a_variant_whose_every_run_timed_out_has_no_ok_run_not_not_run():
     text = reproduce.render_text(reproduce.Expectations("e", [claim()]), [r])
     assert "[no ok run]" in text and "not ok, left out: 1 stalled, 9 timeout of 10" in text
     assert reproduce.counts([r]) == {"no ok run": 1}
+
+
+def test_ok_runs_that_did_not_record_the_metric_leave_the_claim_not_run():
+    # e.g. a campaign run before the sampler recorded the column
+    runs = runs_table(
+        {
+            "scheduler=blest": (BLEST, [math.nan] * 10),
+            "scheduler=minrtt": (MINRTT, list(68 + RNG.normal(0, 1, 10))),
+        }
+    )
+    r = reproduce.evaluate_claim(claim(), runs)
+    assert r.verdict == "not run", r
+    assert "10 ok runs did not record it" in r.why, r.why
 
 
 def test_web_runs_with_a_syn_back_off_are_counted_next_to_the_statistics():

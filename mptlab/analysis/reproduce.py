@@ -236,11 +236,14 @@ def evaluate_claim(
     if empty:
         res.why = "; ".join(
             f"no ok run with a value of {claim.metric} in {s.variant} "
-            + (f"({s.not_ok} of {s.runs} runs)" if s.not_ok else f"({s.runs} runs)")
+            + (f"({s.not_ok} of {s.runs} runs" if s.not_ok else f"({s.runs} runs")
+            + (f"; {s.no_value} ok runs did not record it)" if s.no_value else ")")
             for s in empty
         )
-        if all(s.runs for s in empty):
-            # it ran and every run failed: a finding about the setup, not a gap
+        if all(s.runs and not s.no_value for s in empty):
+            # it ran and every run failed: a finding about the setup, not a
+            # gap.  Ok runs without the value (e.g. recorded before the
+            # metric existed) leave it "not run": a rerun decides it.
             res.verdict = NO_OK_RUN
         return res
     both = pd.concat(samples)
