@@ -275,6 +275,11 @@ def test_mptbm_halves_the_3g_subflows_srtt_and_the_ofo_wait(guest):
     assert on["ofo_wait_ms"] < off["ofo_wait_ms"], r
     # WLAN (25 ms) is below theta (50 ms): MPT-BM leaves it alone
     assert on["srtt_ms"]["wlan0"] < 100, r
+    # The capped 3G subflow's cwnd stays about 2.3-2.6x what it has in flight
+    # (median; measured 2.59 before patch 0004 gave it Linux 3.x's
+    # cwnd-limited rule, 2.31-2.36 after): recorded, not asserted, until
+    # the cause is known (docs/reproduction.md, MPT-BM).
+    assert on["cwnd_over_flight"]["3g"] is not None, r
 
 
 def test_plain_tcp_under_a_coupled_control_is_reno(guest):
