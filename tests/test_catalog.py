@@ -2,10 +2,11 @@
 and matrix expansion."""
 
 import textwrap
+from pathlib import Path
 
 import pytest
 
-from mptlab.spec.catalog import Catalog, known_schedulers
+from mptlab.spec.catalog import WORD_PARAMS, Catalog, known_schedulers
 from mptlab.spec.yamlsrc import SpecError
 
 
@@ -110,6 +111,11 @@ def test_extends_merges_and_overrides(tmp_path):
             r"campaign.yaml:\d+: experiments.bad.kernel.scheduler: unknown scheduler 'blset'; allowed: default, blest",
         ),
         ("    warmup: 5 parsecs\n", r"experiments.bad.warmup: cannot read duration '5 parsecs'"),
+        (
+            "    kernel: {scheduler: redundant, scheduler_params: {pace: quickest}}\n",
+            r"campaign.yaml:\d+: experiments.bad.kernel.scheduler_params.pace: 'quickest' is not "
+            r"a value of redundant's pace; allowed: slowest, fastest",
+        ),
     ],
 )
 def test_bad_fields_name_file_line_field_and_allowed(tmp_path, snippet, expected):
@@ -358,3 +364,13 @@ def test_python_api_errors_name_the_file_and_line(tmp_path):
     exp = api.Experiment.from_yaml(path, "unshaped")
     with pytest.raises(SpecError, match=r"campaign\.yaml:9: experiments\.unshaped\.paths: path 2"):
         exp.replace(clock="virtual").runs()  # what `mptlab run --clock virtual` does
+
+
+def test_word_params_are_the_modules_own():
+    """WORD_PARAMS (checked at validation) names the words each module's
+    parameter callback accepts, in the module's order."""
+    for scheduler, params in WORD_PARAMS.items():
+        src = (Path(__file__).parent.parent / f"kernel/modules/mptcp_{scheduler}.c").read_text()
+        for name, words in params.items():
+            assert f"module_param_cb({name}," in src, (scheduler, name)
+            assert "{ " + ", ".join(f'"{w}"' for w in words) + " }" in src, (scheduler, name)

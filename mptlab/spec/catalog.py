@@ -64,6 +64,16 @@ def known_schedulers() -> list[str]:
     return ["default", *sorted(names)]
 
 
+# Scheduler module parameters that take one of a few words (the modules'
+# module_param_cb()s reject anything else at load time, with EINVAL): checked
+# here too, so that a typo fails at validation, with file and line, rather
+# than when a guest loads the module.
+WORD_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
+    "cp": {"mode": ("rad", "cons"), "probing": ("auto", "static", "dynamic")},
+    "redundant": {"pace": ("slowest", "fastest")},
+}
+
+
 def file_kind(src: Source) -> FileKind:
     """What a YAML file is, from its content: a campaign (``experiments:``),
     a topology (``hosts:`` and ``links:``) or link profiles (``profiles:``)."""
@@ -390,6 +400,14 @@ class Catalog:
                 ("kernel", "scheduler"),
                 f"unknown scheduler {exp.kernel.scheduler!r}; allowed: {', '.join(schedulers)}",
             )
+        words = WORD_PARAMS.get(exp.kernel.scheduler, {})
+        for key, value in exp.kernel.scheduler_params.items():
+            if key in words and value not in words[key]:
+                fail(
+                    ("kernel", "scheduler_params", key),
+                    f"{value!r} is not a value of {exp.kernel.scheduler}'s {key}; "
+                    f"allowed: {', '.join(words[key])}",
+                )
         for i, event in enumerate(exp.events):
             if event.profile and event.profile not in self.profiles:
                 allowed = ", ".join(sorted(self.profiles))
