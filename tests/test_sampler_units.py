@@ -11,13 +11,13 @@ from mptlab.guest.sampler import (
     INET_DIAG_SKMEMINFO,
     IPPROTO_MPTCP,
     MPTCP_COLUMNS,
+    SOCK_DIAG_BY_FAMILY,
     SUBFLOW_COLUMNS,
     Diag,
     mptcp_rows,
     subflow_rows,
 )
 
-SOCK_DIAG_BY_FAMILY = 20
 TCP_ESTABLISHED = 1
 
 
