@@ -147,6 +147,7 @@ def guest(kernel, tmp_path):
             clock=clock,  # type: ignore[arg-type]
             rng_seed=1,  # virtual time: every guest of a test draws the same numbers
         )
+        run.last = result  # its host CPU wait (cpu_wait_s), for real-clock tests
         if not result.ok:
             log = result.guest_log.read_text() if result.guest_log.exists() else ""
             console = result.console_log.read_text()[-3000:]

@@ -55,9 +55,15 @@ RESULT["ping"] = out
         assert abs(rtt_min - 25.0) <= 0.005, summary
 
 
-@pytest.mark.parametrize("clock", ["real", "virtual"])
-def test_single_path_goodput_matches_the_configured_rate(guest, clock):
-    rate = 20.0
+# On the real clock the guest itself must keep up: at 20 Mbit/s a UML guest
+# on this 2-CPU host used 10-21 s of host CPU in a 18-31 s boot and got
+# 15.8-18.9 Mbit/s (3 of 4 runs failed, none starved: it waited for a CPU
+# 1-2 % of the time); at 10 Mbit/s it got 9.38-9.53 of 9.56 in 4 of 4 and
+# at 14 Mbit/s 13.19-13.31 of 13.39.  So the real-clock run checks the rate
+# limit at 10 Mbit/s, inside what real-time UML can carry; virtual time does
+# not depend on the host's speed and checks 20.
+@pytest.mark.parametrize("clock,rate", [("real", 10.0), ("virtual", 20.0)])
+def test_single_path_goodput_matches_the_configured_rate(guest, clock, rate):
     r = run(
         guest,
         {"rate": f"{rate}mbit", "delay": "10ms", "queue": "1 bdp"},
@@ -71,9 +77,11 @@ RESULT["iperf"] = json.loads(out)
         clock=clock,
     )
     goodput = r["iperf"]["end"]["sum_received"]["bits_per_second"] / 1e6
+    boot = guest.last
+    health = f"guest used {boot.cpu_s:.1f} s of host CPU, waited {boot.cpu_wait_s:.1f} s"
     # a 1500-byte packet carries 1448 bytes of TCP payload (timestamps) in a 1514-byte frame
     expected = rate * 1448 / 1514
-    assert abs(goodput - expected) / expected <= 0.05, (goodput, expected)
+    assert abs(goodput - expected) / expected <= 0.05, (goodput, expected, health)
 
 
 def test_random_loss_is_observed_within_a_binomial_tolerance(guest):
