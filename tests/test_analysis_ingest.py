@@ -338,6 +338,10 @@ def test_the_receivers_allocated_memory_is_time_weighted_over_the_analysis_windo
         "k_rmem_bytes_mean": pytest.approx(0.2 * 8000 + 0.3 * 2000 + 0.5 * 4000),
         "k_rmem_bytes_max": 8000.0,
         "k_rcvbuf_bytes_max": float(2 << 20),
+        # 1 MiB until 101.5, 2 MiB for the last 0.5 s of the window (25 %)
+        "k_rcvbuf_bytes_p50": float(1 << 20),
+        "k_rcvbuf_bytes_p75": float(1 << 20),
+        "k_rcvbuf_bytes_p95": float(2 << 20),
     }
     # the connection's last sample (100.9) holds one sampling interval, not
     # to the window's end: 8000 B for 0.4 s, 2000 B for 0.6 s

@@ -28,7 +28,7 @@ from .. import rundir
 from ..rundir import CampaignDir, RunDir, RunDirError
 
 STORE = "analysis"
-SCHEMA = 4  # bump when tables change: the next ingest rebuilds the store
+SCHEMA = 5  # bump when tables change: the next ingest rebuilds the store
 TABLES = [
     "runs",
     "kernel_connections",
@@ -519,6 +519,7 @@ def _weighted_percentiles(levels: np.ndarray, weights: np.ndarray, qs) -> dict[i
 
 
 RMEM_PREFIX = "k_rmem_bytes"
+RCVBUF_PREFIX = "k_rcvbuf_bytes"
 
 
 def rmem_occupancy(
@@ -535,7 +536,11 @@ def rmem_occupancy(
     ``k_ofo_bytes_p*`` are; ``k_rmem_bytes_mean``: the time-weighted mean;
     ``k_rmem_bytes_max``: the largest sample; ``k_rcvbuf_bytes_max``: the
     socket's receive buffer (autotuned) at its largest, the ceiling
-    rmem_alloc can reach.  Each sample holds until the connection's next
+    rmem_alloc can reach, and ``k_rcvbuf_bytes_p50/p75/p95`` its
+    time-weighted percentiles: the other reading of "memory allocated for
+    segments" (the budget autotuning grants, not what the segments use),
+    kept so that the two readings can be told apart on the paper's
+    baseline rows (docs/reproduction.md).  Each sample holds until the connection's next
     one (also when that lies after the window; the level at ``start`` is the
     last sample before it), its last one for the median sampling interval,
     all cut to the window: the sampler skips a tick when it falls behind,
@@ -548,8 +553,8 @@ def rmem_occupancy(
     names = [f"{RMEM_PREFIX}_p{q}" for q in qs] + [
         f"{RMEM_PREFIX}_mean",
         f"{RMEM_PREFIX}_max",
-        "k_rcvbuf_bytes_max",
-    ]
+        f"{RCVBUF_PREFIX}_max",
+    ] + [f"{RCVBUF_PREFIX}_p{q}" for q in qs]
     if mptcp is None or not len(mptcp) or "rmem_alloc" not in mptcp:
         return {}
     out: dict = {name: np.nan for name in names}
@@ -581,8 +586,12 @@ def rmem_occupancy(
     out[f"{RMEM_PREFIX}_max"] = float(levels.max())
     if "rcvbuf" in g:
         rcvbuf = pd.to_numeric(g["rcvbuf"], errors="coerce").to_numpy(dtype="float64")[keep]
-        if not np.isnan(rcvbuf).all():
-            out["k_rcvbuf_bytes_max"] = float(np.nanmax(rcvbuf))
+        known = ~np.isnan(rcvbuf)
+        if known.any():
+            out[f"{RCVBUF_PREFIX}_max"] = float(rcvbuf[known].max())
+            pct = _weighted_percentiles(rcvbuf[known], weights[known], qs)
+            for q in qs:
+                out[f"{RCVBUF_PREFIX}_p{q}"] = pct[q]
     return out
 
 
