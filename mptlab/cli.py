@@ -24,6 +24,7 @@ from .campaign.cluster import ClusterError
 from .campaign.kernel import KernelNotBuilt
 from .campaign.runner import CampaignLocked
 from .rundir import CLOCKS
+from .spec import cliargs
 from .spec.catalog import Catalog, file_kind
 from .spec.expect import resolve
 from .spec.yamlsrc import SpecError, load
@@ -206,10 +207,10 @@ def cmd_nightly(args) -> int:
 
 
 def _run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--reps", type=int, help="override the repetitions")
+    p.add_argument("--reps", type=cliargs.REPS, help="override the repetitions")
     p.add_argument(
         "--jobs",
-        type=int,
+        type=cliargs.JOBS,
         help="guests at most at once (default: 1 per CPU; lowered when guests starve)",
     )
     p.add_argument(
@@ -217,7 +218,9 @@ def _run_options(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="1/8 of the bytes or duration, no warm-up: a first look, results kept apart",
     )
-    p.add_argument("--seed", type=int, default=1, help="campaign seed: run order and per-run seeds")
+    p.add_argument(
+        "--seed", type=cliargs.SEED, default=1, help="campaign seed: run order and per-run seeds"
+    )
     p.add_argument("--file", help="campaign file holding NAME (default: experiments.yaml)")
     p.add_argument(
         "--clock",
@@ -238,7 +241,7 @@ def parser() -> argparse.ArgumentParser:
     p = sub.add_parser("show", help="the runs an experiment expands to")
     p.add_argument("name", help="experiment name, or a campaign FILE (each of its experiments)")
     p.add_argument("--file", help="campaign file (default: experiments.yaml)")
-    p.add_argument("--reps", type=int, help="override the repetitions")
+    p.add_argument("--reps", type=cliargs.REPS, help="override the repetitions")
     p.add_argument("--quick", action="store_true", help="the short version (see `run --quick`)")
     p.add_argument("--runs", action="store_true", help="list every run")
     p.set_defaults(func=cmd_show)

@@ -212,7 +212,6 @@ def test_all_with_a_name_is_an_error_with_exit_status_2(page, mptlab):
         (["fixture", "ROOT/fixture", "--out", "x.html"], "--out: only with --all"),
         (["--all", "--run"], "--run needs --reps N"),
         (["--all", "--reps", "2"], "--reps, --jobs and --quick are for --run"),
-        (["--all", "--run", "--reps", "0"], "--reps 0: must be at least 1"),
         (["--all", "--results", "ROOT/nope"], "ROOT/nope: no such directory"),
         (["--all", "--file", "NONE"], "no experiment has claims (expect:)"),
         ([], "give an experiment NAME, a results DIR, or --all"),

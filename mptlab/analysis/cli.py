@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rundir import breakdown
+from ..spec import cliargs
 from ..spec.yamlsrc import SpecError
 
 
@@ -254,9 +255,6 @@ def cmd_reproduce_all(args) -> int:
         raise SpecError(
             "--run needs --reps N: the experiments' own repetitions can take hours each"
         )
-    for flag, value in (("--reps", args.reps), ("--jobs", args.jobs)):
-        if value is not None and value < 1:
-            raise SpecError(f"{flag} {value}: must be at least 1")
     root = Path(args.root) if args.root else args.results
     out = Path(args.out) if args.out else root / reproduce_page.PAGE
     frame = args.reproduce_all(
@@ -406,11 +404,13 @@ def add_subcommands(
     p.add_argument("--by", default="variant", help="group column (default: variant)")
     p.add_argument("--reference", help="compare every group against this one")
     p.add_argument(
-        "--effect", type=float, help="relative effect (e.g. 0.05) for repetitions needed"
+        "--effect",
+        type=cliargs.fraction(0, 10),
+        help="relative effect (e.g. 0.05) for repetitions needed",
     )
-    p.add_argument("--alpha", type=float, default=0.05)
-    p.add_argument("--power", type=float, default=0.8)
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--alpha", type=cliargs.fraction(0, 0.5), default=0.05)
+    p.add_argument("--power", type=cliargs.fraction(0, 0.999), default=0.8)
+    p.add_argument("--seed", type=cliargs.SEED, default=0, help="bootstrap seed")
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--no-pcap", action="store_true")
     p.add_argument("--format", **fmt)
@@ -457,13 +457,13 @@ def add_subcommands(
         help="with --all: first run (as mptlab run) each experiment with claims that has no "
         "campaign dir yet (neither ROOT/NAME nor ROOT/NAME-quick)",
     )
-    p.add_argument("--reps", type=int, help="with --run: repetitions (required)")
-    p.add_argument("--jobs", type=int, help="with --run: guests at most at once")
+    p.add_argument("--reps", type=cliargs.REPS, help="with --run: repetitions (required)")
+    p.add_argument("--jobs", type=cliargs.JOBS, help="with --run: guests at most at once")
     p.add_argument(
         "--quick", action="store_true", help="with --run: mptlab run --quick (into NAME-quick)"
     )
     p.add_argument("--file", help="campaign file with the claims (default: experiments.yaml)")
-    p.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    p.add_argument("--seed", type=cliargs.SEED, default=0, help="bootstrap seed")
     p.add_argument("--no-ingest", action="store_true")
     p.add_argument("--no-pcap", action="store_true")
     p.set_defaults(

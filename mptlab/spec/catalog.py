@@ -520,6 +520,9 @@ class Catalog:
         ``quick``: a short version for a first look: the workload's own
         ``quick()`` (bulk: 1/8 of the bytes or duration), no warm-up, a
         timeout of at most 180 s."""
+        if repetitions is not None and (not isinstance(repetitions, int) or repetitions < 1):
+            # 0 once meant "not given" and ran the experiment's full campaign
+            raise SpecError(f"{name}: repetitions: {repetitions!r} is not allowed (1 or more)")
         base = self.raw(name)
         src, prefix = self.sources[name]
         self.claims(name)  # checked like every other field, not part of a run
