@@ -550,11 +550,15 @@ def rmem_occupancy(
     {} where nothing was recorded (no sampler table, or one written before
     the sampler read SKMEMINFO: unknown, not 0); NaN where the receiver has
     no sample in the window or no value in its samples."""
-    names = [f"{RMEM_PREFIX}_p{q}" for q in qs] + [
-        f"{RMEM_PREFIX}_mean",
-        f"{RMEM_PREFIX}_max",
-        f"{RCVBUF_PREFIX}_max",
-    ] + [f"{RCVBUF_PREFIX}_p{q}" for q in qs]
+    names = (
+        [f"{RMEM_PREFIX}_p{q}" for q in qs]
+        + [
+            f"{RMEM_PREFIX}_mean",
+            f"{RMEM_PREFIX}_max",
+            f"{RCVBUF_PREFIX}_max",
+        ]
+        + [f"{RCVBUF_PREFIX}_p{q}" for q in qs]
+    )
     if mptcp is None or not len(mptcp) or "rmem_alloc" not in mptcp:
         return {}
     out: dict = {name: np.nan for name in names}
