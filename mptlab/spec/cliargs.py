@@ -32,17 +32,16 @@ def whole(minimum: int, what: str = "") -> Callable[[str], int]:
     return parse
 
 
-def fraction(low: float, high: float, *, open_low: bool = True) -> Callable[[str], float]:
-    """An argparse ``type``: a number in (low, high] (or [low, high])."""
+def fraction(low: float, high: float) -> Callable[[str], float]:
+    """An argparse ``type``: a number in (low, high]."""
 
     def parse(text: str) -> float:
         try:
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-        bracket = "(" if open_low else "["
-        if not (value > low if open_low else value >= low) or not value <= high or value != value:
-            raise argparse.ArgumentTypeError(f"{value:g} is outside {bracket}{low:g}, {high:g}]")
+        if not low < value <= high:  # also false for NaN
+            raise argparse.ArgumentTypeError(f"{value:g} is outside ({low:g}, {high:g}]")
         return value
 
     parse.__name__ = "number"
