@@ -57,6 +57,27 @@ def test_a_verdict_weighs_the_size(paper, ours, lo, hi, band, want):
     assert reproduce.verdict(direction, lo, hi, paper=paper, ours=ours, band=band) == want
 
 
+@pytest.mark.parametrize(
+    "paper,ours,lo,hi,band,want",
+    [
+        # Kubde on saturated links, virtual time: ten identical runs
+        (0.86, -0.0002, -0.0002, -0.0002, 0.29, "no effect"),  # was "opposite"
+        (0.94, 0.0, 0.0, 0.0, 0.31, "no effect"),  # was "inconclusive"
+        (0.08, 0.001, 0.0005, 0.0015, 0.03, "no effect"),  # was "direction only"
+        (0.12, 0.0, -0.012, 0.009, 0.04, "inconclusive"),  # the CI leaves +-1 %
+        (0.12, -0.02, -0.03, -0.011, 0.04, "opposite"),
+        # a claim within its own band of zero is never "no effect"
+        (-0.003, -0.002, -0.003, -0.001, 0.03, "reproduced"),
+    ],
+)
+def test_a_change_inside_1_percent_is_no_effect_for_a_larger_claim(paper, ours, lo, hi, band, want):
+    direction = 1 if paper > 0 else -1
+    got = reproduce.verdict(
+        direction, lo, hi, paper=paper, ours=ours, band=band, negligible=reproduce.NEGLIGIBLE
+    )
+    assert got == want
+
+
 def test_the_default_size_band_is_a_third_of_the_change_and_at_least_3_points():
     assert claim(paper=None, change="+12%").size_band() == pytest.approx(0.04)
     assert claim(paper=None, change="-65%").size_band() == pytest.approx(0.65 / 3)

@@ -637,6 +637,7 @@ VERDICT_CLASS = {
     "direction only": "warn",
     "constant": "muted",
     "opposite": "bad",
+    "no effect": "bad",
     "different": "bad",
     "inconclusive": "muted",
     "no ok run": "bad",
