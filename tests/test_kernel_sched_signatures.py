@@ -41,12 +41,15 @@ PROFILES = {name: Profile.parse(fields) for name, fields in {
 }.items()}
 TOPOLOGY = Catalog.load().topologies["two-path-direct"]
 
-def transfer(scheduler, paths, nbytes=None, iperf=None):
-    # an upload of nbytes (or with iperf3 client options instead): bytes per
-    # path and reinjections from the per-subflow counters, bytes acked
+def transfer(scheduler, paths, nbytes=None, iperf=None, sender=None, sysctls=None):
+    # an upload of nbytes (or with iperf3 client options, or by the command
+    # sender + [server address] instead): bytes per path and reinjections
+    # from the per-subflow counters, bytes acked; sysctls on both hosts
     p = plan(TOPOLOGY, PROFILES, paths)
     net = build(p, "client", "server", net=Net(prefix=scheduler + "-"))
     net.sysctls("client", {"net.mptcp.scheduler": scheduler})
+    for host in ("client", "server") if sysctls else ():
+        net.sysctls(host, sysctls)
     tracepoints.enable()
     server_addr = p.addresses("server")[0]
     if iperf is None:
@@ -59,8 +62,11 @@ def transfer(scheduler, paths, nbytes=None, iperf=None):
                                       "TCP-LISTEN:5201,fork,reuseaddr", "GOPEN:/dev/null"],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         net.wait_listening("server", 5201)
-        net.run("client", "mptcpize", "run", "socat", "-u", "-b", "131072",
-                f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP:{server_addr}:5201")
+        if sender:
+            net.run("client", *sender, server_addr)
+        else:
+            net.run("client", "mptcpize", "run", "socat", "-u", "-b", "131072",
+                    f"OPEN:/dev/zero,readbytes={nbytes}", f"TCP:{server_addr}:5201")
     else:
         # spin.prefix(): under virtual time iperf3's end-of-test select()
         # spins would freeze guest time; nothing under real time
