@@ -56,17 +56,8 @@ from ..rundir import breakdown
 from ..spec.expect import Claim, metric_columns, resolve
 from . import stats
 
-(
-    REPRODUCED,
-    DIRECTION_ONLY,
-    OPPOSITE,
-    NO_EFFECT,
-    DIFFERENT,
-    INCONCLUSIVE,
-    CONSTANT,
-    NO_OK_RUN,
-    NOT_RUN,
-) = (
+# The verdicts in the order tables show them.
+VERDICTS = (
     "reproduced",
     "direction only",
     "opposite",
@@ -77,7 +68,7 @@ from . import stats
     "no ok run",
     "not run",
 )
-VERDICTS = (
+(
     REPRODUCED,
     DIRECTION_ONLY,
     OPPOSITE,
@@ -87,7 +78,7 @@ VERDICTS = (
     CONSTANT,
     NO_OK_RUN,
     NOT_RUN,
-)
+) = VERDICTS
 # Relative changes inside +-1 % are no effect for a claim of a larger
 # change: the smallest change a seed claims beyond its size band is 3.2 %
 # (BLEST Table III, wikipedia, OTIAS vs minRTT; 105 such claims), and 1 % is
