@@ -11,7 +11,15 @@ from __future__ import annotations
 import importlib
 import sys
 
-BENCHMARKS = ["kernel", "campaign", "pcap", "virtual_time", "blest_campaign", "run_cost"]
+BENCHMARKS = [
+    "kernel",
+    "campaign",
+    "pcap",
+    "virtual_time",
+    "blest_campaign",
+    "run_cost",
+    "swap_matrix",
+]
 # not part of a plain `make bench` (about 20 min of campaigns each): name them
 EXTRA = ["calibrate", "calibrate_mptbm"]
 

@@ -2,20 +2,16 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
+from guestprog import run_guest
 
-from mptlab.campaign.boot import run_script
 from mptlab.campaign.kernel import KernelNotBuilt, find_kernel
-
-REPO = Path(__file__).resolve().parent.parent
 
 
 class CLI:
@@ -102,10 +98,6 @@ def kernel():
         pytest.fail(str(exc))
 
 
-class GuestFailed(AssertionError):
-    pass
-
-
 @pytest.fixture
 def guest(kernel, tmp_path):
     """Run Python code inside a fresh guest; returns the ``RESULT`` dict it filled.
@@ -121,40 +113,16 @@ def guest(kernel, tmp_path):
     counter = iter(range(1000))
 
     def run(code: str, timeout: float = 120, mem_mb: int = 256, clock: str | None = None) -> dict:
-        clock = clock or os.environ.get("MPTLAB_TEST_CLOCK", "real")
-        run_dir = tmp_path / f"guest{next(counter)}"
-        run_dir.mkdir()
-        body = textwrap.dedent(code)
-        program = (
-            "import json, os, sys\n"
-            "from pathlib import Path\n"
-            f"sys.path.insert(0, {str(REPO)!r})\n"
-            "RUN_DIR = Path(os.environ['MPTLAB_RUN_DIR'])\n"
-            "MODULES_DIR = Path(os.environ['MPTLAB_MODULES_DIR'])\n"
-            "RESULT = {}\n"
-            "try:\n" + textwrap.indent(body, "    ") + "\n"
-            "finally:\n"
-            "    (RUN_DIR / 'result.json').write_text(json.dumps(RESULT, default=str))\n"
-        )
-        (run_dir / "guest_main.py").write_text(program)
-        result = run_script(
+        out, result = run_guest(
             kernel,
-            run_dir,
-            f"exec {sys.executable} {run_dir}/guest_main.py\n",
+            tmp_path / f"guest{next(counter)}",
+            code,
             timeout=timeout,
             mem_mb=mem_mb,
-            env={"MPTLAB_MODULES_DIR": str(kernel.modules_dir)},
-            clock=clock,  # type: ignore[arg-type]
+            clock=clock or os.environ.get("MPTLAB_TEST_CLOCK", "real"),
             rng_seed=1,  # virtual time: every guest of a test draws the same numbers
         )
         run.last = result  # its host CPU wait (cpu_wait_s), for real-clock tests
-        if not result.ok:
-            log = result.guest_log.read_text() if result.guest_log.exists() else ""
-            console = result.console_log.read_text()[-3000:]
-            raise GuestFailed(
-                f"guest {result.status}: {result.reason}\n--- guest.log\n{log[-6000:]}"
-                f"\n--- console (tail)\n{console}"
-            )
-        return json.loads((run_dir / "result.json").read_text())
+        return out
 
     return run

@@ -138,3 +138,37 @@ def test_a_killed_campaign_resumes_without_redoing_finished_runs(tmp_path, mptla
     assert list(runs.glob("rep-*.interrupted-1"))  # the half-done run was kept aside
     campaign = json.loads((out / "e2e" / "campaign.json").read_text())
     assert len(campaign["invocations"]) == 2
+
+
+def test_a_restricted_builtin_control_and_a_coupled_ones_parameters_reach_the_guest(
+    tmp_path, mptlab
+):
+    # vegas is built in but "restricted": a namespace may default to it only
+    # once the initial namespace allows it (modules.allow_congestion_control;
+    # before, every run with congestion_control vegas, htcp, westwood, ... failed
+    # with EPERM).  olia's min_ssthresh: read back from /sys/module.
+    camp = tmp_path / "campaign.yaml"
+    camp.write_text(
+        "experiments:\n"
+        "  cc:\n"
+        "    topology: two-path\n"
+        "    paths: [wlan, 3g]\n"
+        "    kernel: {congestion_control: vegas}\n"
+        "    workload: {type: bulk, bytes: 1MiB}\n"
+        "    repetitions: 1\n"
+        "    clock: virtual\n"
+        "    variants:\n"
+        "      - {name: olia1, kernel.congestion_control: olia,\n"
+        "         kernel.congestion_params: {min_ssthresh: 1}}\n"
+    )
+    out = tmp_path / "out"
+    p = mptlab("run", str(camp), "--out", str(out))
+    assert p.returncode == 0, p.stdout + p.stderr
+    runs = out / "cc" / "runs"
+    for variant, cc in (("base", "vegas"), ("olia1", "olia")):
+        run = runs / variant / "rep-000"
+        assert json.loads((run / "run.json").read_text())["status"] == "ok", variant
+        prov = json.loads((run / "guest-provenance.json").read_text())
+        assert prov["settings"]["net.ipv4.tcp_congestion_control"] == cc, prov["settings"]
+    prov = json.loads((runs / "olia1" / "rep-000" / "guest-provenance.json").read_text())
+    assert prov["module_params"] == {"mptcp_olia": {"min_ssthresh": "1"}}, prov

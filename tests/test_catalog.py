@@ -116,6 +116,11 @@ def test_extends_merges_and_overrides(tmp_path):
             r"campaign.yaml:\d+: experiments.bad.kernel.scheduler_params.pace: 'quickest' is not "
             r"a value of redundant's pace; allowed: slowest, fastest",
         ),
+        (
+            "    kernel: {congestion_control: cubic, congestion_params: {min_ssthresh: 1}}\n",
+            r"campaign.yaml:\d+: experiments.bad.kernel.congestion_params: cubic is built into "
+            r"the kernel and takes no parameters here; .*: lia, olia, balia, wvegas",
+        ),
     ],
 )
 def test_bad_fields_name_file_line_field_and_allowed(tmp_path, snippet, expected):

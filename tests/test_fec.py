@@ -179,6 +179,7 @@ def _ctx(fec_cfg: dict | None, sysctls: dict | None = None):
 @pytest.fixture
 def guest(monkeypatch):
     monkeypatch.setattr(agent.subprocess, "run", lambda *a, **k: None)  # global sysctls
+    monkeypatch.setattr(agent.modules, "allow_congestion_control", lambda name: None)
     monkeypatch.setattr(agent, "guest_tcp_mem", lambda: "1 2 3")
     monkeypatch.setattr(agent, "mptcp_endpoints", lambda *a: [])
     monkeypatch.setattr(agent, "kernel_has_fec", lambda: True)

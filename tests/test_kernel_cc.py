@@ -316,3 +316,56 @@ def test_plain_tcp_under_a_coupled_control_is_reno(guest):
     for cc in ("lia", "olia", "balia", "wvegas"):
         assert abs(r[cc]["goodput"] / reno["goodput"] - 1) < 0.15, (cc, r)
         assert abs(r[cc]["cwnd"] / reno["cwnd"] - 1) < 0.15, (cc, r)
+
+
+FLOOR = """
+PROFILES["tiny"] = Profile.parse({"rate": "1mbit", "delay": "5ms", "queue": 10, "loss": "5%"})
+
+def min_ssthresh(cc, floor, secs=10):
+    \"\"\"An MPTCP download over two lossy 1 Mbit/s paths (5 % loss, windows of
+    a few packets) with the module's min_ssthresh = floor: the smallest
+    ssthresh the server's subflows showed (sampled every 20 ms).\"\"\"
+    param = Path(f"/sys/module/mptcp_{cc}/parameters/min_ssthresh")
+    param.write_text(str(floor))
+    p, net = network("two-path-direct", ["tiny", "tiny"], cc)
+    server = iperf_server(net, "server", 5201, True)
+    seen, stop = [], threading.Event()
+
+    def sample():
+        with in_netns(net.ns("server")):
+            diag = Diag()
+        while not stop.wait(0.02):
+            for r in subflow_rows(diag, time.time()):
+                row = dict(zip(SUBFLOW_COLUMNS, r))
+                if row["state"] == 1 and row["ssthresh"] < 1 << 20 and row["bytes_acked"] > 65536:
+                    seen.append(row["ssthresh"])
+
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    c = iperf_client(net, "client", p.addresses("server")[0], 5201, True, secs=secs)
+    c.communicate(timeout=120)
+    stop.set(); th.join()
+    server.wait(10)
+    net.destroy()
+    param.write_text("2")
+    return min(seen, default=None)
+"""
+
+
+def test_olia_and_balia_floor_ssthresh_at_their_min_ssthresh_parameter(guest):
+    # min_ssthresh (kernel/modules/mptcp_olia.c, mptcp_balia.c): 2 by default
+    # as Linux's Reno, 1 as the OLIA / Balia specifications (the thesis's
+    # SBD runs, Ch. 5 Remark 1); kernel.congestion_params: {min_ssthresh: 1}
+    r = guest(
+        COMMON
+        + FLOOR
+        + "for cc in ('olia', 'balia'):\n"
+        + "    for floor in (2, 1):\n"
+        + "        RESULT[f'{cc} {floor}'] = min_ssthresh(cc, floor)\n",
+        timeout=300,
+        mem_mb=512,
+    )
+    print(r)
+    for cc in ("olia", "balia"):
+        assert r[f"{cc} 2"] == 2, r
+        assert r[f"{cc} 1"] == 1, r

@@ -14,12 +14,18 @@
  * (cc_util.h); alpha is kept in 1/65536.  One path (alpha = 1) is Reno.
  * Slow start is per subflow.  The fraction of a packet an ACK adds is
  * carried from ACK to ACK.  A socket that is not an MPTCP subflow, or has
- * no RTT sample yet, behaves as Reno.
+ * no RTT sample yet, behaves as Reno.  The floor of ssthresh with two
+ * subflows or more is the parameter min_ssthresh: 2 by default (Linux's),
+ * 1 the specification's (as mptcp_olia.c).
  */
 #include <linux/module.h>
 #include "cc_util.h"
 
 #define A_ONE	(1U << 16)
+
+static uint min_ssthresh = 2;
+module_param(min_ssthresh, uint, 0644);
+MODULE_PARM_DESC(min_ssthresh, "ssthresh floor with 2+ subflows: 2 (Linux, default) or 1 (the specification)");
 
 struct balia {
 	struct cc_link link;
@@ -87,7 +93,8 @@ static u32 balia_ssthresh(struct sock *sk)
 	if (!cc_view_init(sk, &ca->link, &v) || v.n < 2)
 		return tcp_reno_ssthresh(sk);
 	a = min_t(u64, balia_alpha(&v), 3 * A_ONE / 2);
-	return max_t(u32, w - (u32)div64_u64((u64)w * a, 2 * A_ONE), 2);
+	return max_t(u32, w - (u32)div64_u64((u64)w * a, 2 * A_ONE),
+		     max(min_ssthresh, 1U));
 }
 
 static void balia_in_ack_event(struct sock *sk, u32 flags)

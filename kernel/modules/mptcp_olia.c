@@ -23,9 +23,19 @@
  * (or, with a negative alpha, takes) is carried from ACK to ACK; the
  * window stays at 2 packets or more.  A socket that is not an MPTCP
  * subflow, or has no RTT sample yet, behaves as Reno.
+ *
+ * The floor of ssthresh on a loss is the parameter min_ssthresh once the
+ * connection has two subflows or more: 2 by default, as Linux's Reno and
+ * MPTCP v0.8x's OLIA; 1 is the specification's, which the thesis (seed
+ * 002, Ch. 5, Remark 1) used for its figures, finding that Linux's 2 made
+ * OLIA enter slow start more often and so more aggressive.
  */
 #include <linux/module.h>
 #include "cc_util.h"
+
+static uint min_ssthresh = 2;
+module_param(min_ssthresh, uint, 0644);
+MODULE_PARM_DESC(min_ssthresh, "ssthresh floor with 2+ subflows: 2 (Linux, default) or 1 (the specification)");
 
 struct olia {
 	struct cc_link link;
@@ -118,11 +128,15 @@ static void olia_in_ack_event(struct sock *sk, u32 flags)
 static u32 olia_ssthresh(struct sock *sk)
 {
 	struct olia *ca = inet_csk_ca(sk);
+	struct cc_view v;
+	u32 floor = 2;
 
 	ca->l1 = ca->l2;
 	ca->l2 = 0;
 	ca->acc = 0;
-	return tcp_reno_ssthresh(sk);
+	if (min_ssthresh != 2 && cc_view_init(sk, &ca->link, &v) && v.n >= 2)
+		floor = max(min_ssthresh, 1U);
+	return max(tcp_snd_cwnd(tcp_sk(sk)) >> 1, floor);
 }
 
 static struct tcp_congestion_ops olia_ops __read_mostly = {

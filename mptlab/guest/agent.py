@@ -188,6 +188,7 @@ def configure(ctx: Context) -> dict:
         per_ns["net.mptcp.opportunistic_retrans"] = 0
     per_ns.update(ctx.spec.config["kernel"]["sysctls"])
     # global knobs live in the guest's initial namespace
+    modules.allow_congestion_control(k.congestion_control)
     tcp_mem = per_ns.pop("net.ipv4.tcp_mem", None) or guest_tcp_mem()
     subprocess.run(["sysctl", "-qw", f"net.ipv4.tcp_mem={tcp_mem}"], check=True)
     applied["net.ipv4.tcp_mem"] = tcp_mem
@@ -498,7 +499,10 @@ def _run(run_dir: RunDir, state: dict) -> int:
             )
         kernel = spec.config["kernel"]
         hashes = modules.load_schedulers(
-            scheduler=kernel["scheduler"], params=kernel["scheduler_params"]
+            scheduler=kernel["scheduler"],
+            params=kernel["scheduler_params"],
+            cc=kernel["congestion_control"],
+            cc_params=kernel.get("congestion_params", {}),  # absent before 2026-11-26
         )
         pm = kernel["path_manager"]
         ctx.net = build(
@@ -518,6 +522,15 @@ def _run(run_dir: RunDir, state: dict) -> int:
                 "clock": clock,
                 "modules_sha256": hashes,
                 "settings": applied,
+                # read back from /sys/module: what the modules under test run with
+                "module_params": {
+                    f"mptcp_{name}": modules.read_params(f"mptcp_{name}", params)
+                    for name, params in (
+                        (kernel["scheduler"], kernel["scheduler_params"]),
+                        (kernel["congestion_control"], kernel.get("congestion_params", {})),
+                    )
+                    if params
+                },
                 "netem_seeds": netem_seeds,
                 "attempt": os.environ.get(rundir.ATTEMPT_ENV),
             }

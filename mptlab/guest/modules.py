@@ -44,18 +44,45 @@ def load_schedulers(
     modules_dir: Path | str | None = None,
     scheduler: str | None = None,
     params: dict[str, object] | None = None,
+    cc: str | None = None,
+    cc_params: dict[str, object] | None = None,
 ) -> dict[str, str]:
     """Load every ``mptcp_*.ko`` of ``modules_dir`` (default: ``$MPTLAB_MODULES_DIR``),
-    ``params`` for the module of ``scheduler``; {module file: sha256}.
+    ``params`` for the module of ``scheduler``, ``cc_params`` for that of the
+    congestion control ``cc``; {module file: sha256}.
     RuntimeError if ``scheduler`` is not registered afterwards."""
     modules_dir = Path(modules_dir or os.environ[ENV])
     hashes = {}
+    given = {f"mptcp_{scheduler}": params, f"mptcp_{cc}": cc_params}
     for ko in sorted(modules_dir.glob("mptcp_*.ko")):
-        insmod(ko, params if ko.stem == f"mptcp_{scheduler}" else None)
+        insmod(ko, given.get(ko.stem))
         hashes[ko.name] = hashlib.sha256(ko.read_bytes()).hexdigest()
     if scheduler is not None and scheduler not in available_schedulers():
         raise RuntimeError(f"scheduler {scheduler!r} not available after loading {sorted(hashes)}")
     return hashes
+
+
+def read_params(module: str, names) -> dict[str, str]:
+    """The values the kernel holds for a loaded module's parameters."""
+    base = Path("/sys/module") / module / "parameters"
+    return {n: (base / n).read_text().strip() for n in names}
+
+
+ALLOWED_CC = Path("/proc/sys/net/ipv4/tcp_allowed_congestion_control")
+
+
+def allow_congestion_control(name: str) -> None:
+    """Let namespaces other than the initial one use ``name`` as their default.
+
+    Linux lets a network namespace default only to a control marked
+    non-restricted (tcp_set_default_congestion_control(): EPERM otherwise);
+    reno, cubic, bbr and mptlab's modules are; the built-in vegas, westwood,
+    htcp and others are not until the initial namespace lists them in
+    tcp_allowed_congestion_control, which marks them so (measured: a run
+    with congestion_control vegas failed with EPERM without this)."""
+    allowed = ALLOWED_CC.read_text().split()
+    if name not in allowed:
+        ALLOWED_CC.write_text(" ".join([*allowed, name]))
 
 
 def available_schedulers() -> list[str]:

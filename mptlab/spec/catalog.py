@@ -72,6 +72,9 @@ WORD_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
     "cp": {"mode": ("rad", "cons"), "probing": ("auto", "static", "dynamic")},
     "redundant": {"pace": ("slowest", "fastest")},
 }
+# the congestion controls that are mptlab's modules (kernel/modules/mptcp_<cc>.c),
+# the only ones kernel.congestion_params can reach
+MODULE_CCS = ("lia", "olia", "balia", "wvegas")
 
 
 def file_kind(src: Source) -> FileKind:
@@ -408,6 +411,13 @@ class Catalog:
                     f"{value!r} is not a value of {exp.kernel.scheduler}'s {key}; "
                     f"allowed: {', '.join(words[key])}",
                 )
+        cc = exp.kernel.congestion_control
+        if exp.kernel.congestion_params and cc not in MODULE_CCS:
+            fail(
+                ("kernel", "congestion_params"),
+                f"{cc} is built into the kernel and takes no parameters here; "
+                f"parameters are for the controls mptlab loads as modules: {', '.join(MODULE_CCS)}",
+            )
         for i, event in enumerate(exp.events):
             if event.profile and event.profile not in self.profiles:
                 allowed = ", ".join(sorted(self.profiles))

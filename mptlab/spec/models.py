@@ -258,6 +258,11 @@ class KernelSpec(Strict):
     scheduler: str = "default"
     scheduler_params: dict[str, int | float | str] = {}
     congestion_control: CongestionControl = "cubic"
+    congestion_params: dict[str, int | float | str] = Field(
+        {},
+        description="module parameters of a coupled control (lia, olia, balia, wvegas), "
+        "e.g. {min_ssthresh: 1} (docs/congestion-control.md)",
+    )
     mptbm: MptbmSpec | None = Field(
         None, description="MPT-BM bufferbloat mitigation {lambda, theta, window}; null: off"
     )
