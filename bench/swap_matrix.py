@@ -76,6 +76,16 @@ def render(family, data: dict) -> str:
     for s in family.SIGNATURES:
         conds = "; ".join(str(c) for c in s.conds)
         lines.append(f"- **{s.module}**: {s.rule}. `{conds}` (nearest: {s.neighbour})")
+    lines += [
+        "",
+        "Nearest neighbour of each row (fewest conditions failed in any seed, then the"
+        " smallest shortfall beyond the bounds): the pair `make test` runs.",
+        "",
+    ]
+    for row, (col, n_failed, short) in swap.nearest(family, data).items():
+        declared = next(s.neighbour for s in family.SIGNATURES if s.module == row)
+        flag = "" if declared == col else f" (**the test runs {declared}**)"
+        lines.append(f"- {row}: {col}, {n_failed} failed, shortfall {short:.2f}{flag}")
     feats = sorted({(w, f) for d in data.values() for m in d.values() for w in m for f in m[w]})
     lines += ["", f"Features, min-max over the {n} seeds:", ""]
     lines += ["| feature | " + " | ".join(mods) + " |", "|---|" + "---|" * len(mods)]

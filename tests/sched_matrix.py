@@ -95,7 +95,7 @@ SIGNATURES = [
             C("cp", "p2_bytes", low=256e3),  # the slow path used though it blocks
             C("bulk", "copies", high=0.5),  # one copy of each byte
         ),
-        neighbour="minrtt_pr",
+        neighbour="cp-rad",
     ),
     Signature(
         "minrtt_pr",
@@ -111,7 +111,7 @@ SIGNATURES = [
         "roundrobin",
         "each subflow in turn, whatever its RTT",
         (C("paced", "share_3g", low=0.4, high=0.6), C("paced", "copies", high=0.6)),
-        neighbour="redundant",
+        neighbour="daps",
     ),
     Signature(
         "redundant",
@@ -138,7 +138,7 @@ SIGNATURES = [
             C("bursts", "bytes_3g_32m", high=0.6, rel=True),
             C("cp", "p2_bytes", low=0.5, rel=True),  # not a receive-buffer rule
         ),
-        neighbour="cp-cons",
+        neighbour="cp-rad",
     ),
     Signature(
         "daps",
@@ -150,7 +150,7 @@ SIGNATURES = [
         "otias",
         "each segment to the subflow of earliest estimated arrival, queued beyond cwnd",
         (C("queued", "notsent_wlan", low=65536), C("paced", "share_3g", high=0.05)),
-        neighbour="daps",
+        neighbour="cp-cons",
     ),
     Signature(
         "cp-cons",
@@ -172,7 +172,7 @@ SIGNATURES = [
             C("cp", "mbps", low=1.2, rel=True),
             C("cp", "p2_bytes", low=0.15, high=0.8, rel=True),
         ),
-        neighbour="cp-cons",
+        neighbour="blest",
     ),
 ]
 

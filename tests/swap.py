@@ -57,7 +57,9 @@ class Signature:
     module: str
     rule: str  # the defining rule, in words
     conds: tuple[Cond, ...]
-    neighbour: str  # the other module nearest to passing: make test runs it
+    # the other module nearest to passing (swap.nearest() over the bench's
+    # seeds; the bench says if that changes): make test runs this pair
+    neighbour: str
 
     def failed(self, candidate: Features, reference: Features) -> list[Cond]:
         return [c for c in self.conds if not c.holds(candidate, reference)]
@@ -76,6 +78,39 @@ def matrix(family, data: dict[str, Features]) -> dict[str, dict[str, list[Cond]]
     for the measurements of one seed; a cell holds when its list is empty."""
     ref = data[family.REFERENCE]
     return {s.module: {c: s.failed(data[c], ref) for c in data} for s in family.SIGNATURES}
+
+
+def shortfall(cond: Cond, candidate: Features, reference: Features) -> float:
+    """How far a value lies outside a condition's bounds, as a fraction of
+    the bound it misses (0 when it holds)."""
+    value = candidate[cond.workload][cond.feature]
+    low, high = cond.bounds(reference)
+    if low is not None and value < low:
+        return (low - value) / max(abs(low), 1e-9)
+    if high is not None and value >= high:
+        return (value - high) / max(abs(high), 1e-9)
+    return 0.0
+
+
+def nearest(family, data: dict) -> dict[str, tuple[str, int, float]]:
+    """{row: (column, conditions failed, summed shortfall)}: the other
+    module that comes closest to passing the row's signature in any seed
+    (fewest conditions failed, then the smallest shortfall); ``data``:
+    {seed: {module: features}}.  The test runs this pair."""
+    out = {}
+    for s in family.SIGNATURES:
+        best = None
+        for col in family.CANDIDATES:
+            if col == s.module:
+                continue
+            for d in data.values():
+                ref = d[family.REFERENCE]
+                failed = s.failed(d[col], ref)
+                score = (len(failed), sum(shortfall(c, d[col], ref) for c in failed))
+                if best is None or score < best[1:]:
+                    best = (col, *score)
+        out[s.module] = best
+    return out
 
 
 def needed(family, pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
