@@ -538,26 +538,42 @@ def test_ingest_keeps_stalled_runs_and_the_nstat_counters_in_long_form(tmp_path)
     assert ("guest", "meminfo", "MemAvailable_kB", 9000, 8000) in mem
 
 
-def test_the_opportunistic_re_sends_are_summed_over_hosts_and_unknown_without_the_counter():
-    from mptlab.analysis.ingest import or_counters
+def test_kernel_counter_columns_sum_their_hosts_and_are_unknown_without_the_counter():
+    from mptlab.analysis.ingest import counter_columns
 
-    def snap(start, end):
-        return {"start": {"MPTcpExt": start}, "end": {"MPTcpExt": end}}
+    def snap(start, end, restarts=(0, 0)):
+        return {
+            "start": {"MPTcpExt": start, "TcpExt": {"TCPCwndRestart": restarts[0]}},
+            "end": {"MPTcpExt": end, "TcpExt": {"TCPCwndRestart": restarts[1]}},
+        }
 
     both = {
         "server": snap(
             {"OppRetrans": 2, "OppRetransBytes": 2800, "MPTCPRetrans": 9},
             {"OppRetrans": 14, "OppRetransBytes": 19600, "MPTCPRetrans": 240},
+            restarts=(3, 40),
         ),
         "client": snap(
-            {"OppRetrans": 0, "OppRetransBytes": 0}, {"OppRetrans": 1, "OppRetransBytes": 1400}
+            {"OppRetrans": 0, "OppRetransBytes": 0},
+            {"OppRetrans": 1, "OppRetransBytes": 1400},
+            restarts=(0, 5),
         ),
     }
-    assert or_counters({"nstat": both}) == {"or_resent_segs": 13.0, "or_resent_bytes": 18200.0}
-    # a kernel before patch 0011 has no such counter: unknown, not 0
-    old = {"server": snap({"MPTCPRetrans": 9}, {"MPTCPRetrans": 240})}
-    assert all(math.isnan(v) for v in or_counters({"nstat": old}).values())
-    assert all(math.isnan(v) for v in or_counters({}).values())
+    # the re-sends summed over both hosts, the restarts per host
+    assert counter_columns({"nstat": both}) == {
+        "or_resent_segs": 13.0,
+        "or_resent_bytes": 18200.0,
+        "cwnd_restarts_server": 37.0,
+        "cwnd_restarts_client": 5.0,
+    }
+    # a kernel before patches 0011 / 0012 has no such counter: unknown, not 0
+    old = {"server": {"start": {"MPTcpExt": {"MPTCPRetrans": 9}}, "end": {"MPTcpExt": {}}}}
+    assert all(math.isnan(v) for v in counter_columns({"nstat": old}).values())
+    assert all(math.isnan(v) for v in counter_columns({}).values())
+    # a host without snapshots: its column is unknown, the others stand
+    server_only = {"server": both["server"]}
+    cols = counter_columns({"nstat": server_only})
+    assert cols["cwnd_restarts_server"] == 37.0 and math.isnan(cols["cwnd_restarts_client"])
 
 
 def test_stats_and_report_list_stalled_runs_by_name(tmp_path, mptlab):

@@ -287,7 +287,7 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
     ns = nstat_rows(result)
     if len(ns):
         tables["nstat"] = ns
-    row.update(or_counters(result))
+    row.update(counter_columns(result))
     ofo_events = _read_ofo_events(rd.trace(rundir.OFO_EVENTS))
     row.update(ofo_occupancy(ofo_events))
     ofo = ofo_bins(ofo_events)
@@ -326,27 +326,41 @@ def _watchdog_columns(result: dict) -> dict:
 
 NSTAT_COLUMNS = ["host", "mib", "counter", "name", "start", "end", "delta", "kind"]
 
-# The opportunistic re-send's own counters (kernel patch 0011): what the
-# BLEST paper's Table II counts ("retransmitted by OR&P").  k_bytes_reinjected
-# also holds MPTCP-level re-sends after a timeout, which no scheduler chooses
-# (3G + WLAN bulk, n = 10: OR is 68 % of minRTT's re-sent bytes, 90 % of BLEST's).
-OR_COUNTERS = {"or_resent_segs": "OppRetrans", "or_resent_bytes": "OppRetransBytes"}
+# Kernel counters that become run columns: column -> (group, counter, hosts).
+# The counters are per network namespace; a column sums the hosts named (None:
+# every host).
+# - or_*: the opportunistic re-send's own counters (kernel patch 0011): what
+#   the BLEST paper's Table II counts ("retransmitted by OR&P").
+#   k_bytes_reinjected also holds MPTCP-level re-sends after a timeout, which
+#   no scheduler chooses (3G + WLAN bulk, n = 10: OR is 68 % of minRTT's
+#   re-sent bytes, 90 % of BLEST's).
+# - cwnd_restarts_*: RFC 2861 restarts of a socket's cwnd after an idle period
+#   longer than its RTO (patch 0012), per host: the ECF paper's "initial
+#   window resets" are the data sender's (the server in a download); the
+#   client's are its requests after idle periods.
+COUNTER_COLUMNS: dict[str, tuple[str, str, tuple[str, ...] | None]] = {
+    "or_resent_segs": ("MPTcpExt", "OppRetrans", None),
+    "or_resent_bytes": ("MPTcpExt", "OppRetransBytes", None),
+    "cwnd_restarts_server": ("TcpExt", "TCPCwndRestart", ("server",)),
+    "cwnd_restarts_client": ("TcpExt", "TCPCwndRestart", ("client",)),
+}
 
 
-def or_counters(result: dict) -> dict:
-    """Segments and bytes re-sent by the opportunistic retransmission during
-    the run, summed over the hosts (the counters are per network namespace).
-    NaN where the kernel has no such counter (built before patch 0011) or a
-    host's start or end snapshot is missing: unknown, not zero."""
+def counter_columns(result: dict) -> dict:
+    """The COUNTER_COLUMNS of a run: each counter's change during the run,
+    summed over its hosts.  NaN where the kernel has no such counter (built
+    before the patch that adds it), a host is missing, or a host's start or
+    end snapshot lacks it: unknown, not zero."""
     nstat = result.get("nstat") or {}
-    out = {col: np.nan for col in OR_COUNTERS}
+    out = {col: np.nan for col in COUNTER_COLUMNS}
     if not nstat:
         return out
-    for col, counter in OR_COUNTERS.items():
+    for col, (group, counter, hosts) in COUNTER_COLUMNS.items():
         total = 0.0
-        for entry in nstat.values():
-            a = ((entry.get("start") or {}).get("MPTcpExt") or {}).get(counter)
-            b = ((entry.get("end") or {}).get("MPTcpExt") or {}).get(counter)
+        for host in hosts or tuple(nstat):
+            entry = nstat.get(host) or {}
+            a = ((entry.get("start") or {}).get(group) or {}).get(counter)
+            b = ((entry.get("end") or {}).get(group) or {}).get(counter)
             if a is None or b is None:
                 total = np.nan
                 break
