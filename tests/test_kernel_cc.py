@@ -369,3 +369,82 @@ def test_olia_and_balia_floor_ssthresh_at_their_min_ssthresh_parameter(guest):
     for cc in ("olia", "balia"):
         assert r[f"{cc} 2"] == 2, r
         assert r[f"{cc} 1"] == 1, r
+
+
+IDLE = """
+import sys, textwrap
+# dedented: the guest fixture indents the program, these strings too
+SENDER = textwrap.dedent(r'''
+import socket, sys, time
+proto, port, bursts, size, gap = map(int, sys.argv[1:6])
+srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+srv.bind(("0.0.0.0", port))
+srv.listen(1)
+conn, _ = srv.accept()
+for i in range(bursts):
+    if i:
+        time.sleep(gap / 1000)
+    conn.sendall(bytes(size))
+    conn.recv(1)  # the receiver's go-ahead: everything of this burst arrived
+conn.close()
+''')
+RECEIVER = textwrap.dedent(r'''
+import socket, sys
+proto, addr, port, bursts, size = sys.argv[1], sys.argv[2], *map(int, sys.argv[3:6])
+s = socket.socket(socket.AF_INET, socket.SOCK_STREAM, int(proto))
+s.connect((addr, port))
+for _ in range(bursts):
+    got = 0
+    while got < size:
+        got += len(s.recv(1 << 16))
+    s.sendall(b"k")
+''')
+
+def restarts(mptcp, paths, idle_restart=1, bursts=4, size=1 << 20, gap=1500):
+    \"\"\"bursts of size bytes from the server, gap ms of silence after each has
+    arrived: how often the server's TcpExtTCPCwndRestart moved.\"\"\"
+    p, net = network("two-path-direct", paths, "reno",
+                     {"net.ipv4.tcp_slow_start_after_idle": idle_restart})
+    proto = "262" if mptcp else "6"
+    def count():
+        text = net.run("server", "cat", "/proc/net/netstat")
+        rows = [ln.split() for ln in text.splitlines() if ln.startswith("TcpExt:")]
+        return dict(zip(rows[0][1:], map(int, rows[1][1:])))["TCPCwndRestart"]
+    before = count()
+    srv = net.popen("server", [sys.executable, "-c", SENDER, proto, "5300", str(bursts),
+                               str(size), str(gap)])
+    net.wait_listening("server", 5300)
+    net.run("client", sys.executable, "-c", RECEIVER, proto, p.addresses("server")[0],
+            "5300", str(bursts), str(size))
+    srv.wait(60)
+    after = count()
+    net.destroy()
+    return after - before
+"""
+
+
+def test_idle_restarts_are_counted_once_each_when_they_lower_the_window(guest):
+    """Kernel patch 0012: TcpExtTCPCwndRestart counts RFC 2861's restart of
+    a cwnd after the socket sent nothing for longer than its RTO, and only
+    when the window is lowered.  Four 1 MiB bursts from the server, 1.5 s of
+    silence between them (RTO ~0.2-0.3 s at these RTTs): three restarts for
+    single-path TCP (the first burst follows no idle period); none with
+    net.ipv4.tcp_slow_start_after_idle = 0.  Over two subflows at most two
+    per silence.  Measured (virtual time, kernel c80970b897d1d82f,
+    2026-11-26): 3, 0 and 4.  The patch's first version counted every
+    tcp_cwnd_restart() call: the same program gave 3, 0 and 374 (each skb
+    queued on a subflow before the first one leaves finds the socket idle;
+    561 in the 60 chunks of the ECF experiment)."""
+    r = guest(
+        COMMON
+        + IDLE
+        + "RESULT['tcp'] = restarts(False, ['p40', 'p40'])\n"
+        + "RESULT['tcp_off'] = restarts(False, ['p40', 'p40'], idle_restart=0)\n"
+        + "RESULT['mptcp'] = restarts(True, ['d10', 'd40'])\n",
+        timeout=300,
+    )
+    print(r)
+    assert r["tcp"] == 3, r
+    assert r["tcp_off"] == 0, r
+    assert 3 <= r["mptcp"] <= 6, r
