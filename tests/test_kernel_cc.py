@@ -373,6 +373,7 @@ def test_olia_and_balia_floor_ssthresh_at_their_min_ssthresh_parameter(guest):
 
 IDLE = """
 import sys, textwrap
+from mptlab.guest import nstat
 # dedented: the guest fixture indents the program, these strings too
 SENDER = textwrap.dedent(r'''
 import socket, sys, time
@@ -409,8 +410,7 @@ def restarts(mptcp, paths, idle_restart=1, bursts=4, size=1 << 20, gap=1500):
     proto = "262" if mptcp else "6"
     def count():
         text = net.run("server", "cat", "/proc/net/netstat")
-        rows = [ln.split() for ln in text.splitlines() if ln.startswith("TcpExt:")]
-        return dict(zip(rows[0][1:], map(int, rows[1][1:])))["TCPCwndRestart"]
+        return nstat.parse_counters(text)["TcpExt"]["TCPCwndRestart"]
     before = count()
     srv = net.popen("server", [sys.executable, "-c", SENDER, proto, "5300", str(bursts),
                                str(size), str(gap)])

@@ -43,7 +43,7 @@ pytestmark = pytest.mark.kernel
 UPLOAD = """
 import subprocess, time
 from pathlib import Path
-from mptlab.guest import modules, tracepoints
+from mptlab.guest import modules, nstat, tracepoints
 from mptlab.guest.build import build
 from mptlab.guest.netlab import Net
 from mptlab.spec.catalog import Catalog
@@ -57,9 +57,7 @@ LINKS = {name: Profile.parse(fields) for name, fields in {
 PAIR = Catalog.load().topologies["two-path-direct"]
 
 def mptcp_counters(net, host):
-    rows = [ln.split() for ln in net.run(host, "cat", "/proc/net/netstat").splitlines()
-            if ln.startswith("MPTcpExt")]
-    return dict(zip(rows[0][1:], map(int, rows[1][1:])))
+    return nstat.parse_counters(net.run(host, "cat", "/proc/net/netstat"))["MPTcpExt"]
 
 def upload(scheduler, paths, nbytes, params, sysctls):
     # an upload of nbytes with the scheduler's module parameters set for it
