@@ -316,13 +316,15 @@ def assert_agreement(agree: dict) -> None:
     assert sum(s["pcap"] == s["kernel"] for s in subs) >= len(subs) / 2
     assert agree["token_match"]
     kern, ours = agree["ofo"]
-    # the reconstructed OFO peak is the kernel's up to the order of packets captured at
-    # one instant on two interfaces, which the captures do not have (3G + WLAN, virtual
-    # time: a burst of 45 OFO changes at one instant, 535,240 against the kernel's 567,044
-    # bytes; docs/analysis.md); when a capture ended while bytes were still unresolved the
-    # queue is reported up to that moment only, so a later peak can be missed too
+    # the reconstructed OFO peak is the kernel's: since kernel patch 0002 counts the queue
+    # between receive steps only, they agreed to the byte in the four fresh runs of the pcap
+    # check (3G + WLAN, minRTT and BLEST, two results roots: 241,000, 566,240, 208,340 and
+    # 261,780 bytes; counted within steps the kernel said 879,180 for the first).  Captures
+    # have no order among packets of one instant on two interfaces, which the kernel has:
+    # 2 % for that.  When a capture ended while bytes were still unresolved the queue is
+    # reported up to that moment only, so a later peak can be missed.
     assert kern > 0
-    low = 0.9 if agree["ofo_complete"] else 0.8
+    low = 0.98 if agree["ofo_complete"] else 0.8
     assert low * kern <= ours <= 1.01 * kern
 
 
