@@ -204,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     res = run_script(
         kernel,
         run_dir,
-        f"exec {sys.executable} {run_dir}/repro.py\n",
+        f"exec {sys.executable} $MPTLAB_RUN_DIR/repro.py\n",
         timeout=args.runs * (args.limit + 30) + 60,
         mem_mb=args.mem_mb,
         env={"MPTLAB_MODULES_DIR": str(kernel.modules_dir)},

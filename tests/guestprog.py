@@ -48,7 +48,7 @@ def run_guest(
     result = run_script(
         kernel,
         run_dir,
-        f"exec {sys.executable} {run_dir}/guest_main.py\n",
+        f"exec {sys.executable} $MPTLAB_RUN_DIR/guest_main.py\n",
         timeout=timeout,
         mem_mb=mem_mb,
         env={"MPTLAB_MODULES_DIR": str(kernel.modules_dir)},

@@ -36,7 +36,7 @@ def test_hung_guest_is_killed_at_its_timeout(kernel, tmp_path):
     r = run_script(kernel, tmp_path, "sleep 600\n", timeout=3)
     assert r.status == "timeout"
     leftover = subprocess.run(
-        ["pgrep", "-f", f"MPTLAB_RUN_DIR={tmp_path}"], capture_output=True, text=True
+        ["pgrep", "-f", f"MPTLAB_HOST_RUN_DIR={tmp_path}"], capture_output=True, text=True
     )
     assert leftover.stdout.strip() == ""
 
@@ -64,7 +64,7 @@ def test_fp_state_survives_syscalls_signals_and_threads(kernel, tmp_path, clock)
     r = run_script(
         kernel,
         tmp_path,
-        f"{binary} 20000 {period_us} > $MPTLAB_RUN_DIR/fp.out\n",
+        f"$MPTLAB_RUN_DIR/{binary.name} 20000 {period_us} > $MPTLAB_RUN_DIR/fp.out\n",
         timeout=120,
         clock=clock,
     )

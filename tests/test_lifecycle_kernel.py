@@ -200,7 +200,7 @@ def test_a_guest_as_root_cannot_write_the_host_outside_its_run_dir(kernel, tmp_p
     r = run_script(
         kernel,
         run_dir,
-        f"exec /bin/sh {run_dir}/escape.sh {outside} {run_dir.parent} {sibling} {vartmp}\n",
+        f"exec /bin/sh $MPTLAB_RUN_DIR/escape.sh {outside} {run_dir.parent} {sibling} {vartmp}\n",
         timeout=120,
     )
     log = (run_dir / "guest.log").read_text()

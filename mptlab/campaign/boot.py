@@ -2,7 +2,10 @@
 
 The guest's root is the host's ``/`` mounted read-only over hostfs, so every
 tool installed on the host runs inside it.  One host directory, the run dir,
-is mounted read-write at the same path.  The guest runs ``entry`` (any
+is mounted read-write at a fixed guest path, ``GUEST_RUN_DIR`` (the guest
+sees it there whatever its host path; ``entry`` inside the run dir is passed
+as the guest sees it, and scripts should name the run dir
+``$MPTLAB_RUN_DIR``).  The guest runs ``entry`` (any
 executable the guest can see, usually a script in the run dir), writes its
 output to ``guest.log`` and its exit status to ``guest-exit-code`` in the run
 dir, and powers off.  The harness captures the kernel console in
@@ -122,6 +125,22 @@ GUEST_INIT = PACKAGE / "guest" / "init.sh"
 LAUNCH = Path(__file__).resolve().parent / "launch.py"
 LAUNCH_SETUP_FAILED = 121  # launch.py's exit status when it could not set the guest up
 CONFINE_ENV = "MPTLAB_CONFINE"  # "off": guests unconfined (docs/deployment.md)
+# Where the guest sees its run dir, whatever its host path.  Under virtual time
+# (inf-cpu) guest work is not free: every failed system call costs 1 us of guest
+# time (arch/um/kernel/skas/syscall.c) and every clock read 256 ns
+# (arch/um/kernel/time.c, timer_read), so the work init.sh does for the path
+# (mkdir -p, one step per component) moved everything after it by a few us,
+# and a run's results with it (docs/reproduction.md, "results root").  At a
+# fixed guest path the guest does the same work for every results root.
+GUEST_RUN_DIR = "/run/mptlab/rundir"
+
+
+def guest_path(run_dir: Path, path: str) -> str:
+    """``path`` as the guest sees it: under ``GUEST_RUN_DIR`` if it is in ``run_dir``."""
+    p = Path(path)
+    if p == run_dir or run_dir in p.parents:
+        return str(GUEST_RUN_DIR / p.relative_to(run_dir))
+    return path
 
 
 class Interrupted(Exception):
@@ -353,8 +372,9 @@ def command_line(
         *SIZING_ARGS,
         *CLOCK_ARGS[check_clock(clock)],
         *([f"det_rng_seed={rng_seed}"] if clock == "virtual" and rng_seed is not None else []),
-        f"MPTLAB_RUN_DIR={run_dir}",
-        f"MPTLAB_ENTRY={entry}",
+        f"MPTLAB_RUN_DIR={GUEST_RUN_DIR}",
+        f"MPTLAB_HOST_RUN_DIR={run_dir}",
+        f"MPTLAB_ENTRY={guest_path(run_dir, entry)}",
         f"MPTLAB_CLOCK={clock}",
     ]
     hidden = hidden_host_dirs([kernel.dir, kernel.modules_dir])

@@ -16,7 +16,7 @@ from .. import rundir
 from ..guest.modules import ENV as MODULES_ENV
 from ..rundir import CampaignDir, Clock, RunDir, RunDirError, RunSpec, RunStatus, clock_of
 from ..spec.seeds import derive_seed
-from .boot import boot, wall_limit
+from .boot import GUEST_RUN_DIR, boot, wall_limit
 from .kernel import KernelBuild
 
 BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
@@ -80,7 +80,7 @@ def _execute(
     # real clock: the host's limit; virtual: the guest's (guest time), the
     # host's limit is wall_limit() of it
     timeout_s = run.config["timeout"] / 1000 + BOOT_MARGIN_S
-    entry = run_dir.write_entry(f"exec {sys.executable} -m {GUEST_AGENT} {run_dir.path}\n")
+    entry = run_dir.write_entry(f"exec {sys.executable} -m {GUEST_AGENT} {GUEST_RUN_DIR}\n")
     started = time.time()
     res = boot(
         kernel,

@@ -3,8 +3,10 @@
 #
 # The root file system is the host's / (hostfs, read-only).  The kernel
 # command line passes, as environment variables:
-#   MPTLAB_RUN_DIR   host path of the run directory; mounted read-write at the
-#                    same path inside the guest
+#   MPTLAB_RUN_DIR   where the guest sees the run directory (read-write):
+#                    a fixed path, whatever the host's (a path-dependent
+#                    amount of guest work moved virtual-time runs)
+#   MPTLAB_HOST_RUN_DIR  the run directory's host path (default: MPTLAB_RUN_DIR)
 #   MPTLAB_ENTRY     program to run (a path, usually inside the run dir)
 #   MPTLAB_CLOCK     real or virtual (UML time-travel=inf-cpu), for the record
 #   MPTLAB_GUEST_TIMEOUT  (virtual clock) seconds of guest time the entry may
@@ -48,9 +50,11 @@ if [ -z "$MPTLAB_RUN_DIR" ] || [ -z "$MPTLAB_ENTRY" ]; then
 	power_off
 fi
 
+# MPTLAB_HOST_RUN_DIR: the run dir's host path, mounted at MPTLAB_RUN_DIR (a
+# fixed path: mptlab.campaign.boot.GUEST_RUN_DIR); without it, the same path.
 mkdir -p "$MPTLAB_RUN_DIR" 2>/dev/null
-if ! mount -t hostfs -o "$MPTLAB_RUN_DIR" hostfs "$MPTLAB_RUN_DIR"; then
-	echo "mptlab-init: cannot mount run dir $MPTLAB_RUN_DIR" >&2
+if ! mount -t hostfs -o "${MPTLAB_HOST_RUN_DIR:-$MPTLAB_RUN_DIR}" hostfs "$MPTLAB_RUN_DIR"; then
+	echo "mptlab-init: cannot mount run dir ${MPTLAB_HOST_RUN_DIR:-$MPTLAB_RUN_DIR}" >&2
 	power_off
 fi
 
