@@ -65,7 +65,7 @@ static inline int sched_min_rtt(const struct sched_view *v, bool need_space)
 }
 
 #define SCHED_ORP_NONE	-1	/* every subflow with room carried the segment */
-#define SCHED_ORP_SKIP	-2	/* not worth re-sending (rtt_ratio) */
+#define SCHED_ORP_SKIP	-2	/* not worth re-sending now (rtt_ratio, carriers) */
 
 /* Opportunistic retransmission and penalisation (Raiciu et al., NSDI 2012),
  * as MPTCP v0.90's default scheduler did it, for a reinject call (patch
@@ -78,7 +78,10 @@ static inline int sched_min_rtt(const struct sched_view *v, bool need_space)
  * retransmission after an MPTCP-level timeout goes to the fastest subflow
  * with room that has not carried it, unconditionally (patch 0010).  The
  * index of the re-sender, SCHED_ORP_NONE (every subflow with room carried
- * it) or SCHED_ORP_SKIP.
+ * it, after an MPTCP-level timeout) or SCHED_ORP_SKIP (not worth it, or no
+ * subflow with room lacks it for an opportunistic re-send).  Which subflows
+ * carried it is known per byte since patch 0013 (per 32 KiB fragment
+ * before, which marked most fragments as carried by every subflow).
  */
 static inline int sched_orp(struct mptcp_sock *msk, const struct sched_view *v,
 			    bool penalise, u32 rtt_ratio)
@@ -98,8 +101,15 @@ static inline int sched_orp(struct mptcp_sock *msk, const struct sched_view *v,
 		if (best < 0 || sched_rtt_key(info) < sched_rtt_key(&v->info[best]))
 			best = i;
 	}
+	/* No subflow with room lacks the segment.  The opportunistic re-send
+	 * then waits for one (the next ACK asks again): re-sent on a subflow
+	 * that carried it, it would only queue behind itself there, and it
+	 * would use up the one re-send allowed per blocking segment.  v0.90
+	 * did not re-send either when its pick had carried it.  A re-send
+	 * after an MPTCP-level timeout must go somewhere: the caller's.
+	 */
 	if (best < 0)
-		return SCHED_ORP_NONE;
+		return opportunistic ? SCHED_ORP_SKIP : SCHED_ORP_NONE;
 	b = &v->info[best];
 	for (i = 0; i < v->n; i++) {
 		const struct mptcp_sched_subflow_info *info = &v->info[i];
