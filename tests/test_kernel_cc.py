@@ -69,9 +69,13 @@ def network(topology, paths, cc, sysctls=None, background=False):
     p = plan(CAT.topologies[topology], PROFILES, paths, background=background)
     net = build(p, "client", "server", subflows=2, add_addr_accepted=2,
                 net=Net(prefix=f"c{next(COUNT)}-"))
+    # add_addr_timeout 1 s, as the agent sets it: a lost ADD_ADDR is re-sent
+    # only after 120 s by default, and the swap matrix's lossy workload (0.3 %)
+    # once ran LIA on the fast path alone (slow share 0.0, no slow subflow)
     for host in p.hosts:
         net.sysctls(host, {"net.ipv4.tcp_congestion_control": cc,
-                           "net.ipv4.tcp_no_metrics_save": 1, **(sysctls or {})})
+                           "net.ipv4.tcp_no_metrics_save": 1,
+                           "net.mptcp.add_addr_timeout": 1, **(sysctls or {})})
     return p, net
 
 

@@ -249,11 +249,14 @@ def test_the_opportunistic_retransmission_switches_off(guest):
         timeout=300,
         mem_mb=1024,
     )
-    # measured (real time): on 620 re-sent segments, 4 penalisations; off 47
-    # (MPTCP-level retransmissions after a timeout, which stay), none
+    # measured (virtual time, kernel with patch 0013, 2026-11-27): on 362
+    # re-sent segments, 311 of them opportunistic, 34 penalisations; off 98
+    # (MPTCP-level retransmissions after a timeout, which stay, and are more
+    # without OR&P), none.  Before patch 0013 on re-sent 620 (real time).
     assert r["on"]["resent"] >= 1 and r["on"]["penalised"] >= 1, r
     assert r["off"]["penalised"] == 0, r
-    assert r["off"]["resent"] < r["on"]["resent"] / 4, r
+    assert r["off"]["resent"] < r["on"]["resent"] / 2, r
+    assert r["on"]["or_segs"] >= r["on"]["resent"] / 2, r
     # patch 0011 counts the opportunistic re-sends alone: a part of every
     # MPTCP-level re-send, at most one segment's bytes each, none when off
     on = r["on"]
