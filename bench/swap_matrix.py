@@ -1,5 +1,6 @@
 """The swap matrices (issue 22): each signature of a family of modules
-(tests/swap.py; tests/sched_matrix.py, tests/cc_matrix.py) checked
+(tests/swap.py; tests/sched_matrix.py, tests/cc_matrix.py,
+tests/addon_matrix.py) checked
 against every module of the family, over several seeds of the guest's
 randomness (virtual time).
 
@@ -28,6 +29,7 @@ from .report import write_section
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+import addon_matrix  # noqa: E402
 import cc_matrix  # noqa: E402
 import sched_matrix  # noqa: E402
 import swap  # noqa: E402
@@ -36,6 +38,7 @@ import swap  # noqa: E402
 FAMILIES = {
     "schedulers": (sched_matrix, ROOT / "docs" / "schedulers.md"),
     "congestion controls": (cc_matrix, ROOT / "docs" / "congestion-control.md"),
+    "MPT-BM and TCP-dFEC": (addon_matrix, ROOT / "docs" / "congestion-control.md"),
 }
 
 
@@ -110,8 +113,9 @@ def run(family, seeds: list[int], out: Path) -> dict:
 
 def main() -> None:
     seeds = list(range(1, int(os.environ.get("MPTLAB_BENCH_SEEDS", "3")) + 1))
-    command = f"MPTLAB_BENCH_SEEDS={len(seeds)} python -m bench.run swap_matrix"
     only = os.environ.get("MPTLAB_BENCH_FAMILY")  # e.g. "schedulers": that one alone
+    family_env = f'MPTLAB_BENCH_FAMILY="{only}" ' if only else ""
+    command = f"MPTLAB_BENCH_SEEDS={len(seeds)} {family_env}python -m bench.run swap_matrix"
     for title, (family, doc) in FAMILIES.items():
         if only and only != title:
             continue

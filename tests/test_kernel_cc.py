@@ -1,5 +1,7 @@
-"""The coupled congestion controls (lia, olia, balia, wvegas) and MPT-BM
-show their signatures on real transfers in the real kernel.
+"""The coupled congestion controls (lia, olia, balia, wvegas) show their
+signatures on real transfers in the real kernel (MPT-BM's, with the
+``disjoint()`` transfer below, is the ``mptbm`` row of
+tests/addon_matrix.py).
 
 Networks are built from the shipped topologies and profiles, as a campaign
 builds them; every flow is a download (iperf3 ``-R``: the server sends),
@@ -278,30 +280,6 @@ def test_wvegas_keeps_the_queues_shorter_than_lia_at_equal_throughput(guest):
     for path in ("q20",):
         # base RTT 20 ms; a full 4-BDP queue adds up to 80 ms
         assert wv["srtt_ms"][path] < 0.75 * lia["srtt_ms"][path], r
-
-
-def test_mptbm_halves_the_3g_subflows_srtt_and_the_ofo_wait(guest):
-    r = guest(
-        COMMON
-        + DISJOINT
-        + "for lam in (0, 1500):\n"
-        + "    RESULT[lam] = disjoint('olia', ['3g', 'wlan0'], None,\n"
-        + "        {'net.mptcp.scheduler': 'minrtt', 'net.mptcp.mptbm_lambda': lam,\n"
-        + "         'net.mptcp.mptbm_theta_ms': 50}, nbytes=16 << 20)\n",
-        timeout=600,
-        mem_mb=1024,
-    )
-    print(r)
-    off, on = r["0"], r["1500"]
-    assert on["srtt_ms"]["3g"] <= 0.5 * off["srtt_ms"]["3g"], r
-    assert on["ofo_wait_ms"] < off["ofo_wait_ms"], r
-    # WLAN (25 ms) is below theta (50 ms): MPT-BM leaves it alone
-    assert on["srtt_ms"]["wlan0"] < 100, r
-    # The capped 3G subflow's cwnd stays about 2.3-2.6x what it has in flight
-    # (median; measured 2.59 before patch 0004 gave it Linux 3.x's
-    # cwnd-limited rule, 2.31-2.36 after): recorded, not asserted, until
-    # the cause is known (docs/reproduction.md, MPT-BM).
-    assert on["cwnd_over_flight"]["3g"] is not None, r
 
 
 def test_plain_tcp_under_a_coupled_control_is_reno(guest):

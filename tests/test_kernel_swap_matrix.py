@@ -1,9 +1,9 @@
 """Each module's signature holds for that module and fails for its nearest
 neighbour: the diagonal of each family's swap matrix and one cell beside
 it per row (tests/swap.py; the families: tests/sched_matrix.py,
-tests/cc_matrix.py).  The whole matrix over several seeds is
+tests/cc_matrix.py, tests/addon_matrix.py).  The whole matrix over several seeds is
 ``python -m bench.run swap_matrix``, shown in docs/schedulers.md and
-docs/congestion-control.md.
+docs/congestion-control.md (with MPT-BM and TCP-dFEC's).
 
 Virtual time, seed 1.  Per family, one guest per workload measures every
 module the pairs need (two guests at a time), once for the whole file.
@@ -11,6 +11,7 @@ module the pairs need (two guests at a time), once for the whole file.
 
 from __future__ import annotations
 
+import addon_matrix
 import cc_matrix
 import pytest
 import sched_matrix
@@ -18,7 +19,7 @@ import swap
 
 pytestmark = pytest.mark.kernel
 
-FAMILIES = {"sched": sched_matrix, "cc": cc_matrix}
+FAMILIES = {"sched": sched_matrix, "cc": cc_matrix, "addon": addon_matrix}
 ROWS = [(name, s.module) for name, f in FAMILIES.items() for s in f.SIGNATURES]
 
 
