@@ -130,7 +130,10 @@ SIGNATURES = [
         "coupled, each increase capped at Reno's: one TCP share of a shared bottleneck, "
         "and a lossy path kept as Reno keeps it",
         (
-            C("shared", "share", low=0.40, high=0.6),
+            # low 0.30: 0.38-0.53 over the two benches' 8 seeds (2026-11-26,
+            # and 2026-11-27 after the fixed guest path reshuffled every
+            # run: 0.379 in one seed); reno 0.65 and more
+            C("shared", "share", low=0.30, high=0.6),
             LOSS_BASED,
             C("lossy", "share_slow", low=0.13),  # olia 0.094 at most, lia 0.172 at least
             C("lossy", "kept_slow", low=0.4),
@@ -145,7 +148,7 @@ SIGNATURES = [
         # a test run; BALIA's 0.094-0.14 (too close: BALIA is held apart
         # by its decrease), LIA's and Reno's 0.19 and more
         (LOSS_BASED, C("lossy", "share_slow", high=0.15), C("lossy", "kept_slow", low=0.4)),
-        neighbour="lia",
+        neighbour="balia",  # the bench's nearest since 2026-11-27 (lia before)
     ),
     Signature(
         "balia",

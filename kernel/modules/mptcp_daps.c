@@ -27,7 +27,9 @@
  * that subflow's send queue, as with OTIAS); that is how the slow subflow
  * gets its segments "at t = 0" while the fast one still works through its
  * earlier ones.  Only a full send buffer on the planned subflow holds the
- * segment back (-EAGAIN: nothing is sent until that subflow drains).  The
+ * segment back (-EAGAIN: nothing is sent until that subflow drains), and
+ * so does a subflow that already holds one run's share of unsent data
+ * (below).  The
  * position advances when a segment was sent (the connection's snd_nxt
  * moved), not per call: a call may end in a delegated send that asks
  * again.  The state (per subflow D_i, C_i and its next opportunity; the
@@ -52,6 +54,22 @@
  * - A reinject call (the kernel's opportunistic or MPTCP-level
  *   retransmission) is answered as minrtt: DAPS defines no reinjection.
  * - C_i and D_i are capped at 65535 (u16) to fit the state area.
+ * - The plan is followed in sequence order, not in time: a segment is
+ *   assigned when the scheduler is asked, which is as soon as there is
+ *   room in the send buffers.  Unchecked, assignment runs ahead of the
+ *   subflows: the fast subflow's queue grew to 0.5-1.1 MB of unsent data
+ *   (16 MiB over 3G + WLAN) while 3G's stayed at 5 KB, so each 3G segment
+ *   arrived hundreds of ms before the WLAN segments ahead of it in
+ *   sequence, and the receiver's OFO queue was no smaller than minRTT's
+ *   (8 MiB over 3G with a 100-packet queue + WLAN, seeds 1-4: a byte's
+ *   mean OFO wait 0.47-0.61 x minRTT's, no better than a plan made by
+ *   departure).  The paper's runs follow each other in time, so a subflow
+ *   never holds more than a run's share: the planned subflow takes a
+ *   segment only while its unsent data is at most its share of one run
+ *   (opportunities x C_i x MSS), else the segment waits (-EAGAIN).  With
+ *   that, the same uploads: 0.32-0.38 x minRTT's wait; planned by
+ *   departure with the same cap, 0.56-0.66 x
+ *   (tests/test_kernel_rules_sched.py).
  * - Real subflows send one cwnd per RTT = 2 D_i, not per D_i: the plan's
  *   time axis runs at half speed for every subflow alike, so each
  *   subflow's share (C_i / D_i over the sum) is the paper's.
@@ -166,6 +184,17 @@ static void daps_plan(struct daps_state *st, const struct sched_view *v,
 	daps_next_opportunity(st);	/* every subflow has one at t = 0 */
 }
 
+/* Bytes subflow @k carries in one run of the plan: its opportunities in
+ * the run times its window.  More than that queued and not sent means the
+ * subflow is a whole run behind the plan.
+ */
+static u32 daps_run_share(const struct daps_state *st, int k, u32 mss)
+{
+	const struct daps_path *p = &st->path[k];
+
+	return DIV_ROUND_UP((u32)st->run, p->delay) * p->cwnd * max(mss, 1U);
+}
+
 static int daps_get_subflow(struct mptcp_sock *msk,
 			    struct mptcp_sched_data *data)
 {
@@ -197,6 +226,8 @@ static int daps_get_subflow(struct mptcp_sock *msk,
 
 	i = s.idx[st->cur];
 	if (!v.info[i].memory_free)
+		return -EAGAIN;
+	if (v.info[i].notsent_bytes > daps_run_share(st, st->cur, v.info[i].mss))
 		return -EAGAIN;
 	return sched_mark(&v, i);
 }
