@@ -55,6 +55,28 @@ def test_only_a_virtual_guest_boots_with_time_travel(tmp_path):
         boot.command_line(kernel, tmp_path, "/x", clock="fast", **common)  # type: ignore[arg-type]
 
 
+def test_the_guest_sees_as_many_bytes_of_command_line_under_any_results_root(tmp_path):
+    """The run dir's host path is on the guest's command line and in every
+    guest process's environment; its length alone moved a virtual-time run
+    (boot.HOST_PATH_WIDTH), so it is padded to a fixed width and still
+    names the same directory."""
+    kernel = KernelBuild(tmp_path, tmp_path)
+    common = dict(umid="u", uml_dir=tmp_path, clock="virtual", rng_seed=1)
+    lines = {}
+    for root in ("r", "a/much/longer/results/root/than/that"):
+        run_dir = tmp_path / root / "blest-3g-wlan" / "runs" / "v" / "rep-000"
+        run_dir.mkdir(parents=True)
+        line = boot.command_line(kernel, run_dir, str(run_dir / "entry"), **common)
+        host = next(w for w in line if w.startswith("MPTLAB_HOST_RUN_DIR="))
+        assert Path(host.split("=", 1)[1]).resolve() == run_dir.resolve()
+        lines[root] = line
+    short, long_ = lines.values()
+    assert [len(w) for w in short] == [len(w) for w in long_]
+    # a path beyond the width is padded to the next multiple of it
+    deep = Path("/" + "d" * boot.HOST_PATH_WIDTH)
+    assert len(boot.padded_host_path(deep)) == 2 * boot.HOST_PATH_WIDTH
+
+
 def test_guests_get_a_cpu_each_then_double_up_round_robin():
     pool = boot.CpuPool({0, 1})
     assert [pool.acquire() for _ in range(3)] == [0, 1, 0]
