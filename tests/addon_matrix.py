@@ -82,12 +82,8 @@ WORKLOADS = ["bloat", "lossy"]
 GUEST = {"timeout": 900, "mem_mb": 1024}
 
 
-def program(workload: str, candidates: list[str]) -> str:
-    """The guest program that measures ``workload`` for each candidate."""
-    code = COMMON + DISJOINT + FEATURES
-    for c in candidates:
-        code += f"RESULT[{c!r}] = features({workload!r}, {c!r})\n"
-    return code
+# the guest code that defines features() (tests/swap.py program())
+PROGRAM = COMMON + DISJOINT + FEATURES
 
 
 C = Cond

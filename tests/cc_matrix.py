@@ -95,23 +95,21 @@ WORKLOADS = ["shared", "asym", "lossy"]
 GUEST = {"timeout": 900, "mem_mb": 1024}
 
 
-def program(workload: str, candidates: list[str]) -> str:
-    code = COMMON + SHARED + FEATURES
-    for c in candidates:
-        code += f"RESULT[{c!r}] = features({workload!r}, {c!r})\n"
-    return code
+# the guest code that defines features() (tests/swap.py program())
+PROGRAM = COMMON + SHARED + FEATURES
 
 
 REFERENCE = "reno"
 C = Cond
 LOSS_BASED = C("asym", "queue_ms_fast", low=20)  # fills the 2-BDP queue (40 ms)
-# Measured (4 seeds, the bench's table in docs/congestion-control.md):
-# shared.share reno 0.69, lia 0.48-0.53, balia 0.40-0.47, olia 0.35-0.40,
-# wvegas 0.27-0.33, vegas 0.21-0.25; asym.queue_ms_fast 27 ms for the
-# loss-based ones, wvegas 11.5, vegas 4.1-6.4; lossy.share_slow lia and
-# reno 0.17 and more, balia 0.09-0.14, olia 0.076-0.094; lossy.kept_slow
-# balia 0.25-0.30, reno, lia and wvegas 0.48-0.50, olia no loss at a
-# window of 8 or more (kept 1.0: its slow window stays small).
+# Measured (4 seeds each, the benches of 2026-11-26 and 11-27; the newer
+# table is in docs/congestion-control.md): shared.share reno 0.65-0.70,
+# lia 0.38-0.53, balia 0.37-0.47, olia 0.33-0.44, wvegas 0.26-0.35, vegas
+# 0.21-0.25; asym.queue_ms_fast 27 ms for the loss-based ones, wvegas
+# 11.3-11.7, vegas 4.1-6.4; lossy.share_slow lia and reno 0.17 and more,
+# balia 0.09-0.15, olia 0.076-0.094; lossy.kept_slow balia 0.25-0.33,
+# reno, lia and wvegas 0.48-0.50, olia no loss at a window of 8 or more
+# (kept 1.0: its slow window stays small).
 SIGNATURES = [
     Signature(
         "reno",

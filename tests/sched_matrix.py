@@ -75,12 +75,8 @@ WORKLOADS = ["bulk", "paced", "blocking", "queued", "bursts", "cp"]
 GUEST = {"timeout": 900, "mem_mb": 1024}
 
 
-def program(workload: str, candidates: list[str]) -> str:
-    """The guest program that measures ``workload`` for each candidate."""
-    code = TRANSFER + PENALISE + QUEUED + CP + BURSTS + FEATURES
-    for c in candidates:
-        code += f"RESULT[{c!r}] = features({workload!r}, {c!r})\n"
-    return code
+# the guest code that defines features() (tests/swap.py program())
+PROGRAM = TRANSFER + PENALISE + QUEUED + CP + BURSTS + FEATURES
 
 
 C = Cond

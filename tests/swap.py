@@ -4,10 +4,10 @@ workloads, checked against every module's measurements.  The matrix is
 diagonal when each signature holds for its own module and for no other.
 
 A family is a module with ``CANDIDATES``, ``WORKLOADS``, ``GUEST`` (the
-guest's timeout and memory), ``program(workload, candidates)`` (the guest
-program that fills ``RESULT[candidate]`` with that workload's features),
-``SIGNATURES`` and ``REFERENCE``: tests/sched_matrix.py (schedulers),
-tests/cc_matrix.py (congestion controls).
+guest's timeout and memory), ``PROGRAM`` (guest code that defines
+``features(workload, candidate)``: see ``program()``), ``SIGNATURES`` and
+``REFERENCE``: tests/sched_matrix.py (schedulers), tests/cc_matrix.py
+(congestion controls), tests/addon_matrix.py (MPT-BM and TCP-dFEC).
 """
 
 from __future__ import annotations
@@ -126,6 +126,13 @@ def needed(family, pairs: list[tuple[str, str]]) -> dict[str, list[str]]:
     return {w: [c for c in family.CANDIDATES if c in mods] for w, mods in out.items()}
 
 
+def program(family, workload: str, candidates: list[str]) -> str:
+    """The guest program that fills ``RESULT[candidate]`` with ``workload``'s
+    features for each candidate, one after another in one guest."""
+    calls = "".join(f"RESULT[{c!r}] = features({workload!r}, {c!r})\n" for c in candidates)
+    return family.PROGRAM + calls
+
+
 def measure(family, kernel, out: Path, jobs: dict[str, list[str]], seed: int = 1, log=None):
     """{module: features} of one seed: one guest per workload of ``jobs``
     ({workload: modules}), two guests at a time, under virtual time."""
@@ -135,7 +142,7 @@ def measure(family, kernel, out: Path, jobs: dict[str, list[str]], seed: int = 1
         res, run = run_guest(
             kernel,
             out / f"seed{seed}-{workload}",
-            family.program(workload, modules),
+            program(family, workload, modules),
             clock="virtual",
             rng_seed=seed,
             **family.GUEST,
