@@ -95,9 +95,8 @@ def _show(cat: Catalog, name: str, args) -> None:
         for c in claims:
             absent = [e for e in c.compare if resolve(e, variants)[0] is None]
             missing = f"  [not a variant here: {', '.join(absent)}]" if absent else ""
-            print(
-                f"  - {c.metric}: {c.compare[0]} vs {c.compare[1]}: {c.claim} ({c.source}){missing}"
-            )
+            what = f"{c.compare[0]} vs {c.baseline}" if c.baseline else f"{c.compare[0]} (a level)"
+            print(f"  - {c.metric}: {what}: {c.claim} ({c.source}){missing}")
     if args.runs:
         for run in runs:
             print(f"    {run.run_id}  seed={run.seed}")

@@ -74,6 +74,9 @@ TRACES: Final = "traces"
 OFO_EVENTS: Final = "ofo-events.csv"
 KTRACE: Final = "ktrace.txt"
 FEC_RATIO_EVENTS: Final = "fec-ratio.csv"  # kernel.fec: the tcp_fec_ratio tracepoint (docs/fec.md)
+# kernel.sbd: shared-bottleneck detection's observations and decisions (mptlab.guest.sbdu)
+SBD_OBSERVATIONS: Final = "sbd-observations.csv"
+SBD_DECISIONS: Final = "sbd-decisions.csv"
 STALL_SNAPSHOT: Final = "stall-snapshot.json"
 # The guest's environment variable holding its boot's attempt id; the agent
 # writes it into result.json and guest-provenance.json, the host into run.json.

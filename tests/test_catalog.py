@@ -119,7 +119,7 @@ def test_extends_merges_and_overrides(tmp_path):
         (
             "    kernel: {congestion_control: cubic, congestion_params: {min_ssthresh: 1}}\n",
             r"campaign.yaml:\d+: experiments.bad.kernel.congestion_params: cubic is built into "
-            r"the kernel and takes no parameters here; .*: lia, olia, balia, wvegas",
+            r"the kernel and takes no parameters here; .*: lia, olia, olia_sbd, balia, wvegas",
         ),
     ],
 )
@@ -145,7 +145,7 @@ def test_missing_topology_unknown_profile_and_workload(tmp_path):
         Catalog.load(campaign(tmp_path, base)).expand("bad")
     with pytest.raises(
         SpecError,
-        match="unknown topology 'ring'; allowed: shifting, two-path, two-path-direct, two-path-shared",
+        match="unknown topology 'ring'; allowed: nsb-3, nsb-4, nsb-5, sb-3, sb-4, sb-5, shifting, two-path, two-path-direct, two-path-shared",
     ):
         Catalog.load(campaign(tmp_path, base + "    topology: ring\n")).expand("bad")
     with pytest.raises(

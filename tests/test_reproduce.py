@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -317,6 +318,230 @@ def test_a_zero_baseline_uses_the_difference_of_means():
     assert r.verdict == "direction only"
     r = reproduce.evaluate_claim(claim(paper=None, change="+50%"), more)
     assert r.verdict == "direction only" and "no relative size" in r.why
+
+
+# ------------------------------------------------------------ level claims
+SBD = {"kernel.congestion_control": "olia_sbd"}
+OLIA = {"kernel.congestion_control": "olia"}
+
+
+def level_claim(**kw) -> Claim:
+    base = {
+        "metric": "sbd_accuracy",
+        "compare": ["congestion_control=olia_sbd"],
+        "value": 0.75,
+        "claim": "SBD right in 75 % of its decisions",
+        "source": "Table II",
+    }
+    return Claim.model_validate({**base, **kw})
+
+
+def sbd_runs(sbd: list, olia: list | None = None) -> pd.DataFrame:
+    return runs_table(
+        {
+            "congestion_control=olia_sbd": (SBD, sbd),
+            "congestion_control=olia": (OLIA, olia if olia is not None else [0.1, 0.2, 0.3]),
+        },
+        metric="sbd_accuracy",
+    )
+
+
+def test_a_level_claim_is_one_variant_against_the_paper_value():
+    c = level_claim()
+    assert c.is_level and c.baseline is None and c.direction == 0
+    assert c.paper_values() is None and math.isnan(c.paper_change())
+    assert c.size_band() == pytest.approx(0.10)  # the default band: 0.675 to 0.825
+    assert level_claim(size_tolerance="5%").size_band() == pytest.approx(0.05)
+    assert level_claim(value=2.5, scale=1024).paper_level() == pytest.approx(2560)
+    assert not claim().is_level and claim().baseline == "scheduler=minrtt"
+
+
+@pytest.mark.parametrize(
+    "paper,mean,lo,hi,band,want",
+    [
+        (0.75, 0.76, 0.74, 0.78, 0.10, "reproduced"),  # the paper's value inside our CI
+        (0.75, 0.82, 0.81, 0.83, 0.10, "reproduced"),  # outside the CI, within the band
+        (0.75, 0.675, 0.675, 0.675, 0.10, "reproduced"),  # the band's edge
+        (0.75, 0.84, 0.83, 0.85, 0.10, "different"),
+        (0.75, 0.60, 0.58, 0.62, 0.10, "different"),
+        (0.75, 0.70, math.nan, math.nan, 0.10, "inconclusive"),  # n < 2: no CI
+        (0.0, 0.0, 0.0, 0.0, 0.10, "reproduced"),
+        (0.0, 0.01, 0.005, 0.015, 0.10, "different"),  # a band around 0 has no width
+    ],
+)
+def test_level_verdict(paper, mean, lo, hi, band, want):
+    assert reproduce.level_verdict(paper, mean, lo, hi, band) == want
+
+
+def test_a_level_inside_our_ci_is_reproduced_and_shown_without_a_baseline():
+    vals = [0.765 + d for d in (-0.05, -0.04, -0.02, -0.01, 0.0, 0.0, 0.01, 0.02, 0.04, 0.05)]
+    runs = sbd_runs(vals)
+    # a 1 % band: 0.765 is 2 % above the paper's 0.75, only the CI takes it in
+    c = level_claim(size_tolerance="1%")
+    r = reproduce.evaluate_claim(c, runs)
+    assert r.verdict == "reproduced", r
+    s = r.subject.summary
+    assert s.n == 10 and s.ci_low <= 0.75 <= s.ci_high
+    assert abs(s.mean - 0.75) > 0.01 * 0.75
+    assert s.mean == pytest.approx(np.mean(vals))
+    assert r.baseline.variant is None and r.baseline.summary is None and r.sides == (r.subject,)
+    assert r.rel_diff == pytest.approx(s.mean / 0.75 - 1)
+    assert r.ci_low == pytest.approx(s.ci_low / 0.75 - 1)
+    assert r.ci_low < 0 < r.ci_high
+    text = reproduce.render_text(reproduce.Expectations("e", [c]), [r])
+    assert "[reproduced] SBD right in 75 % of its decisions  (Table II)" in text
+    assert "metric sbd_accuracy: congestion_control=olia_sbd  (a level claim)" in text
+    assert "paper: 0.75 (level, band +-1 %)" in text
+    assert f"ours congestion_control=olia_sbd: {reproduce.ours_text(r.subject)}" in text
+    # no baseline line: one line for the subject, one for the difference to the paper's
+    assert "  vs  " not in text and "ours congestion_control=olia:" not in text
+    assert [ln.split(":")[0] for ln in text.splitlines() if ln.startswith("  ours")] == [
+        "  ours congestion_control=olia_sbd",
+        "  ours",
+    ]
+    assert reproduce.diff_text(r).endswith("vs the paper's")
+    df = reproduce.to_frame("e", [r])
+    assert list(df.columns) == list(
+        reproduce.to_frame(
+            "e",
+            [
+                reproduce.evaluate_claim(
+                    claim(),
+                    runs_table(
+                        {"scheduler=blest": (BLEST, [1, 2]), "scheduler=minrtt": (MINRTT, [1, 3])}
+                    ),
+                )
+            ],
+        ).columns
+    )  # the same columns as a comparison's
+    row = df.iloc[0]
+    assert row["baseline"] is None and row["not_ok_baseline"] is None
+    assert all(math.isnan(row[f"{k}_baseline"]) for k in ("n", "mean", "level", "ci_low"))
+    assert math.isnan(row["paper_baseline"]) and math.isnan(row["paper_change"])
+    assert row["paper_subject"] == 0.75 and row["size_band"] == pytest.approx(0.01)
+    assert row["n_subject"] == 10 and row["level_subject"] == pytest.approx(s.mean / 0.75)
+    assert reproduce.counts([r]) == {"reproduced": 1}
+
+
+@pytest.mark.parametrize(
+    "centre,word,rel", [(0.90, "higher", "+20.0 %"), (0.60, "lower", "-20.0 %")]
+)
+def test_a_level_away_from_the_paper_is_different_and_why_says_which_way(centre, word, rel):
+    runs = sbd_runs([centre - 0.01, centre, centre + 0.01] * 3)
+    r = reproduce.evaluate_claim(level_claim(), runs)
+    assert r.verdict == "different", r
+    assert f"ours is {word} than the paper's 0.75 by 0.15 ({rel})" in r.why, r.why
+    assert "beyond the +-10 % band" in r.why
+    assert r.rel_diff == pytest.approx(centre / 0.75 - 1)
+    # a wider band takes it in
+    wide = reproduce.evaluate_claim(level_claim(size_tolerance="25%"), runs)
+    assert wide.verdict == "reproduced" and not wide.why
+
+
+def test_a_level_in_the_paper_unit_is_scaled_before_it_is_judged():
+    runs = sbd_runs([2500.0, 2600.0, 2550.0, 2580.0, 2520.0])  # bytes
+    r = reproduce.evaluate_claim(level_claim(value=2.5, unit="KiB", scale=1024), runs)
+    assert r.verdict == "reproduced", r  # 2.5 KiB = 2560 B, inside our CI
+    r = reproduce.evaluate_claim(level_claim(value=3.5, unit="KiB", scale=1024), runs)
+    assert r.verdict == "different" and "ours is lower than the paper's 3584 by" in r.why
+
+
+def test_a_level_from_one_run_is_inconclusive():
+    r = reproduce.evaluate_claim(level_claim(), sbd_runs([0.80]))
+    assert r.verdict == "inconclusive" and "n < 2 in congestion_control=olia_sbd: no CI" in r.why
+    assert r.subject.summary.n == 1 and math.isnan(r.ci_low)
+    assert reproduce.diff_text(r).startswith("+0.05 (+6.7 % [-, -])")
+
+
+def test_a_constant_level_is_held_against_the_band():
+    same = reproduce.evaluate_claim(level_claim(), sbd_runs([0.75] * 6))
+    assert same.verdict == "reproduced"
+    assert "sbd_accuracy is 0.75 in every ok run (n=6)" in same.why
+    near = reproduce.evaluate_claim(level_claim(), sbd_runs([0.70] * 6))
+    assert near.verdict == "reproduced"  # within 10 % of 0.75
+    zero = reproduce.evaluate_claim(level_claim(), sbd_runs([0.0] * 6))
+    assert zero.verdict == "different", zero
+    assert "sbd_accuracy is 0 in every ok run (n=6)" in zero.why
+    assert "ours is lower than the paper's 0.75 by 0.75 (-100.0 %)" in zero.why
+    # a paper's 0: the difference, not a ratio
+    nil = reproduce.evaluate_claim(level_claim(value=0), sbd_runs([0.0] * 6))
+    assert nil.verdict == "reproduced" and nil.absolute and nil.rel_diff == 0
+
+
+def test_a_level_claim_of_a_missing_variant_or_metric_is_not_run():
+    runs = sbd_runs([0.7, 0.8])
+    r = reproduce.evaluate_claim(level_claim(compare=["congestion_control=lia"]), runs)
+    assert r.verdict == "not run"
+    assert r.why == "congestion_control=lia: variant not in this campaign"
+    assert reproduce.diff_text(r) == "-" and r.subject.summary is None
+    r = reproduce.evaluate_claim(level_claim(metric="sbd_precision"), runs)
+    assert r.verdict == "not run" and "sbd_precision: not a column" in r.why
+    text = reproduce.render_text(reproduce.Expectations("e", [r.claim]), [r])
+    assert "[not run]" in text and "ours congestion_control=olia_sbd: -" in text
+
+
+def test_a_level_claims_failed_runs_are_counted_not_dropped():
+    vals = [0.73, 0.74, 0.75, 0.76, 0.77, "failed", "stalled", "failed"]
+    r = reproduce.evaluate_claim(level_claim(), sbd_runs(vals, olia=["failed"] * 3))
+    assert r.subject.not_ok == "2 failed, 1 stalled" and r.subject.runs == 8
+    assert r.subject.summary.n == 5
+    assert r.notes == ["congestion_control=olia_sbd: 2 failed, 1 stalled left out"]
+    assert reproduce.to_frame("e", [r])["not_ok_subject"].iloc[0] == "2 failed, 1 stalled"
+    text = reproduce.render_text(reproduce.Expectations("e", [r.claim]), [r])
+    assert "not ok, left out: 2 failed, 1 stalled of 8" in text and "biased" in text
+    # every run failed: no ok run, with the statuses
+    r = reproduce.evaluate_claim(level_claim(), sbd_runs(["failed"] * 3 + ["stalled"]))
+    assert r.verdict == "no ok run", r
+    assert "in congestion_control=olia_sbd (3 failed, 1 stalled of 4 runs)" in r.why, r.why
+
+
+@pytest.mark.parametrize(
+    "kw,want",
+    [
+        ({"value": None}, "compare with one entry is a level claim: give value"),
+        ({"change": "+5%"}, "a level claim: give value (the paper's value of "),
+        ({"change": "+5%"}, "not change"),
+        ({"paper": [0.7, 0.8]}, "not paper"),
+        ({"tolerance": 0.05}, "not tolerance"),
+        (
+            {"compare": ["congestion_control=olia_sbd", "congestion_control=olia"]},
+            "value is a level claim's, with one compare entry",
+        ),
+        ({"compare": []}, "at least 1 item"),
+    ],
+)
+def test_a_bad_level_claim_is_an_error(kw, want):
+    with pytest.raises(ValueError, match=re.escape(want)):
+        level_claim(**kw)
+
+
+LEVEL = (
+    "      - {metric: goodput_mbps, compare: [scheduler=blest], value: 9.4, "
+    'claim: "BLEST at 9.4 Mbit/s", source: "made up"}\n'
+)
+
+
+@pytest.mark.parametrize(
+    "bad,want",
+    [
+        (LEVEL.replace("value: 9.4, ", ""), "compare with one entry is a level claim: give value"),
+        (LEVEL.replace("value: 9.4", 'value: 9.4, change: "+5%"'), "not change"),
+        (
+            LEVEL.replace("[scheduler=blest]", "[scheduler=blest, scheduler=minrtt]"),
+            "value is a level claim's",
+        ),
+        (LEVEL.replace("[scheduler=blest]", "[blest]"), "'blest' is not a variant of mine"),
+    ],
+)
+def test_a_bad_level_claim_names_file_line_and_field(tmp_path, bad, want):
+    msg = errors(tmp_path, GOOD + bad)
+    assert want in msg, msg
+    assert "mine.yaml:7: experiments.mine.expect.1" in msg, msg
+
+
+def test_a_good_level_claim_validates(tmp_path):
+    (good, level) = Catalog.load(campaign(tmp_path, GOOD + LEVEL)).claims("mine")
+    assert not good.is_level and level.is_level and level.value == 9.4
 
 
 # ------------------------------------------------------------ the language

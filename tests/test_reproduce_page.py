@@ -319,6 +319,67 @@ def test_a_stopped_or_impossible_run_evaluates_nothing(tmp_path, monkeypatch):
         run_cli(*argv)
 
 
+# ------------------------------------------------------------------ level claims
+# the fixture's claims and three level claims (one variant against the paper's
+# value): reproduced (9.4 in BLEST's CI), different (TCP's 7.3 vs 12), not run
+LEVELS = (
+    "      - {metric: goodput_mbps, compare: [scheduler=blest], value: 9.4, unit: Mbit/s, "
+    'claim: "BLEST at 9.4 Mbit/s", source: "made up"}\n'
+    "      - {metric: goodput_mbps, compare: [tcp-wlan], value: 12, unit: Mbit/s, "
+    'claim: "TCP on WLAN at 12 Mbit/s", source: "made up"}\n'
+    "      - {metric: goodput_mbps, compare: [scheduler=otias], value: 9, unit: Mbit/s, "
+    'claim: "OTIAS at 9 Mbit/s", source: "made up"}\n'
+    f'  fixture3:\n    extends: fixture\n    paper: "{MADE_UP}"\n'
+)
+
+
+def test_level_claims_on_the_page_in_the_frame_and_the_markdown(tmp_path):
+    root = tmp_path / "results"
+    make_root(root)
+    claims = tmp_path / "levels.yaml"
+    claims.write_text(FIXTURE_CLAIMS + LEVELS)
+    md = tmp_path / "levels.md"
+    page = reproduce_page.build(root, root / "p.html", md, file=claims, pcap=False)
+    df = page.frame
+    fixture = df[df["experiment"] == "fixture"].reset_index()
+    assert list(fixture["verdict"]) == [*FIXTURE_VERDICTS, "reproduced", "different", "not run"]
+    level = fixture.iloc[5:]
+    assert level["baseline"].isna().all() and level["n_baseline"].isna().all()
+    assert list(level["n_subject"]) == [2, 2, 0]
+    assert (
+        "ours is lower than the paper's 12 Mbit/s by 4.684 Mbit/s (-39.0 %)" in level["why"].iloc[1]
+    )
+    # fixture3 has no runs: every claim not run, the level ones too
+    none = df[df["experiment"] == "fixture3"]
+    assert len(none) == 8 and (none["verdict"] == "not run").all()
+    # the summary: n over the subjects (a level claim has no baseline n)
+    summ = page.summary.set_index("paper")
+    row = summ.loc[paper_of_fixture(claims)]
+    assert (row["reproduced"], row["different"], row["not run"], row["total"]) == (2, 1, 2, 8)
+    assert (row["n_min"], row["n_max"]) == (2, 2)
+    text = (root / "p.html").read_text()
+    assert "<span class='bad'><b>different</b></span>" in text
+    assert text.count("9.4 Mbit/s (level, band +-10 %)") == 2  # fixture, fixture3
+    assert "-4.684 Mbit/s (-39.0 % [-42.5 %, -35.6 %]) vs the paper&#x27;s" in text
+    lines = md.read_text().splitlines()
+    assert (
+        "| fixture | TCP on WLAN at 12 Mbit/s (made up) | 12 Mbit/s (level, band +-10 %) | "
+        "-4.684 Mbit/s (-39.0 % [-42.5 %, -35.6 %]) vs the paper's | different | 2 |"
+    ) in lines
+    assert (
+        "| fixture | OTIAS at 9 Mbit/s (made up) | 9 Mbit/s (level, band +-10 %) | - | not run | - |"
+        in lines
+    )
+    assert (
+        reproduce_page.text_summary(df, root)
+        .splitlines()[1]
+        .endswith(
+            "8 claims: 2 reproduced, 1 direction only, 1 opposite, 1 different, 1 inconclusive, "
+            "2 not run (n 2)"
+        )
+    )
+
+
 # ------------------------------------------------------------------ in a browser
 def test_chromium_renders_the_page(page, chromium):
     root, _, _ = page

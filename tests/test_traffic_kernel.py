@@ -25,8 +25,11 @@ ONE_WAY_MS = 20.0
 RTT_S = 0.040
 
 
-def run_campaign(kernel, tmp_path, text: str, jobs: int = 2) -> dict[str, dict]:
-    """Run every experiment of a campaign text; {variant: result.json} (all must be ok)."""
+def run_campaign(
+    kernel, tmp_path, text: str, jobs: int = 2, by_run: bool = False
+) -> dict[str, dict]:
+    """Run every experiment of a campaign text; {variant: result.json} (all
+    must be ok); keyed by run id (``variant/rep-000``) with ``by_run``."""
     f = tmp_path / "campaign.yaml"
     f.write_text(textwrap.dedent(text))
     cat = Catalog.load(f)
@@ -43,7 +46,7 @@ def run_campaign(kernel, tmp_path, text: str, jobs: int = 2) -> dict[str, dict]:
             )
             assert o.status == "ok", f"{o.run_id}: {o.reason}\n{res.get('traceback', '')}"
             res["_dir"] = str(rdir)
-            results[o.run_id.split("/")[0]] = res
+            results[o.run_id if by_run else o.run_id.split("/")[0]] = res
     return results
 
 

@@ -61,6 +61,22 @@ struct cc_view {
 	u64	s;		/* sum of w * q */
 };
 
+/* q and s of the subflows in @v, scaled by their largest RTT */
+static inline bool cc_view_weigh(struct cc_view *v)
+{
+	u64 rmax = 0;
+	int i;
+
+	for (i = 0; i < v->n; i++)
+		rmax = max(rmax, v->rtt[i]);
+	v->s = 0;
+	for (i = 0; i < v->n; i++) {
+		v->q[i] = div64_u64(rmax << 8, v->rtt[i]);
+		v->s += v->w[i] * v->q[i];
+	}
+	return v->s > 0;
+}
+
 /* Fill @v with the coupled subflows of @sk's connection (this subflow's
  * own values live, the others as published).  False when the socket is
  * not coupled, or it or every sibling lacks an RTT sample: the caller
@@ -71,7 +87,6 @@ static inline bool cc_view_init(struct sock *sk, struct cc_link *l,
 {
 	struct mptcp_cc_peer peers[MPTCP_CC_SLOTS];
 	const struct tcp_sock *tp = tcp_sk(sk);
-	u64 rmax = 0;
 	int i, n, self;
 
 	if (!l->slot1 || !tp->srtt_us)
@@ -92,18 +107,33 @@ static inline bool cc_view_init(struct sock *sk, struct cc_link *l,
 		v->w[v->n] = peers[i].cwnd;
 		v->rtt[v->n] = peers[i].srtt_us;
 		memcpy(v->priv[v->n], peers[i].priv, sizeof(v->priv[0]));
-		rmax = max(rmax, v->rtt[v->n]);
 		v->n++;
 	}
-	if (v->self < 0)
-		return false;
+	return v->self >= 0 && cc_view_weigh(v);
+}
 
-	v->s = 0;
+/* Keep only the subflows k of @v with @keep[k] (this subflow must be one)
+ * and recompute q and s over them, as if the others did not exist: the
+ * view of a control that couples a subset of the connection (olia_sbd).
+ * False when nothing is left to couple with.
+ */
+static inline bool cc_view_keep(struct cc_view *v, const bool *keep)
+{
+	int i, n = 0, self = -1;
+
 	for (i = 0; i < v->n; i++) {
-		v->q[i] = div64_u64(rmax << 8, v->rtt[i]);
-		v->s += v->w[i] * v->q[i];
+		if (!keep[i])
+			continue;
+		if (i == v->self)
+			self = n;
+		v->w[n] = v->w[i];
+		v->rtt[n] = v->rtt[i];
+		memcpy(v->priv[n], v->priv[i], sizeof(v->priv[0]));
+		n++;
 	}
-	return v->s > 0;
+	v->n = n;
+	v->self = self;
+	return self >= 0 && cc_view_weigh(v);
 }
 
 /* w_k * q_k^2, the numerator of w_k / rtt_k^2 */

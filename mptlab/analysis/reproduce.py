@@ -34,6 +34,26 @@ size as well as the sign:
   out): a finding about the setup, shown with the runs' statuses;
 - ``not run``: a variant or the metric is not in the campaign.
 
+A level claim (``compare: [SUBJECT]`` with the paper's ``value``) has no
+baseline: the subject's mean with its 95 % bootstrap CI and n (the same
+runs, the same bookkeeping of runs not ok) against the paper's value
+(x ``scale``), ``level_verdict``:
+
+- ``reproduced``: the paper's value lies in our CI, or within the claim's
+  band of our mean (``size_tolerance``, relative to the paper's value;
+  default 10 %: 0.75 is met by 0.675 to 0.825);
+- ``different``: neither; ``why`` says whether ours is higher or lower and
+  by how much (absolute and relative);
+- ``inconclusive``: n < 2 (no CI);
+- every ok run with the same value (n >= 2): that value is held against
+  the band (reproduced or different), said in ``why``; a level, unlike a
+  difference, is decided by a constant;
+- ``no ok run`` and ``not run`` as for two variants.
+
+Its relative difference (``rel_diff``, ``ci_low``, ``ci_high``) is ours
+against the paper's value: ``mean / paper - 1`` and the CI likewise (a
+paper's value of 0: the difference, ``absolute``).
+
 Where the paper gives values, our means stand next to them with their
 ratio (``level``): a claim can be reproduced in its change while the
 absolute level differs, which the ratio shows.
@@ -92,7 +112,10 @@ VERDICT_LEGEND = (
     "its tolerance. direction only: the paper's sign, not its size. opposite: the CI "
     "excludes zero with the other sign. no effect: the paper claims a change beyond its size "
     "band, our CI lies within +-1 %. different: a claim of no difference whose CI lies "
-    "outside its tolerance. inconclusive: the CI includes zero. constant: the statistic has "
+    "outside its tolerance. A level claim (one variant against the paper's value) is "
+    "reproduced if the paper's value lies in our CI of the mean or within its band (default "
+    "+-10 %) of our mean, else different. inconclusive: the CI includes zero (or n < 2). "
+    "constant: the statistic has "
     "one value in every run, it cannot decide the claim. no ok run: a variant ran, but "
     "none of its runs ended ok with a value (failed, stalled or timed out: see why). "
     "not run: a variant or the metric is not in these runs."
@@ -118,7 +141,7 @@ class Side:
 class ClaimResult:
     claim: Claim
     subject: Side
-    baseline: Side
+    baseline: Side  # a level claim: Side("") with no variant, never evaluated
     verdict: str = NOT_RUN
     why: str = ""  # why not run / inconclusive, in words
     rel_diff: float = math.nan  # ours: mean(subject) / mean(baseline) - 1
@@ -131,6 +154,16 @@ class ClaimResult:
     @property
     def paper_change(self) -> float:
         return self.claim.paper_change()
+
+    @property
+    def sides(self) -> tuple[Side, ...]:
+        """The sides the claim has: (subject, baseline), or (subject,) for a level claim."""
+        return (self.subject,) if self.claim.is_level else (self.subject, self.baseline)
+
+
+def sides_of(claim: Claim) -> tuple[Side, Side]:
+    """Fresh (subject, baseline) sides of a claim (a level claim's baseline: ``Side("")``)."""
+    return Side(claim.compare[0]), Side(claim.baseline or "")
 
 
 def verdict(
@@ -181,6 +214,22 @@ def verdict(
     return DIRECTION_ONLY
 
 
+def level_verdict(paper: float, mean: float, lo: float, hi: float, band: float) -> str:
+    """A level claim's verdict: the paper's value ``paper`` (in the metric's
+    unit) against our mean and its CI [lo, hi]: ``reproduced`` if it lies in
+    the CI or within ``band`` (relative to the paper's value) of the mean,
+    else ``different``; ``inconclusive`` without a CI (n < 2).  A constant
+    (lo = hi = mean) is held against the band alone."""
+    if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(mean)):
+        return INCONCLUSIVE
+    if lo <= paper <= hi:
+        return REPRODUCED
+    # the slack: 0.675 against 0.75 +-10 % is inside, whatever the rounding
+    if abs(mean - paper) <= band * abs(paper) + 1e-12 * max(1.0, abs(paper)):
+        return REPRODUCED
+    return DIFFERENT
+
+
 def values(runs: pd.DataFrame, metric: str) -> pd.Series | None:
     """The metric per run (a column, or the ratio of two), None if a column is missing."""
     num, den = metric_columns(metric)
@@ -228,6 +277,81 @@ def _side(entry: str, runs: pd.DataFrame, variants, metric_values) -> Side:
     return side
 
 
+def _no_ok_run(res: ClaimResult, sides: list[Side]) -> bool:
+    """Does a side have no ok run with a value?  Then ``res`` says why (and is
+    ``no ok run`` if every such side ran and recorded the metric)."""
+    empty = [s for s in sides if s.summary is not None and s.summary.n == 0]
+    if not empty:
+        return False
+    metric = res.claim.metric
+    res.why = "; ".join(
+        f"no ok run with a value of {metric} in {s.variant} "
+        + (f"({s.not_ok} of {s.runs} runs" if s.not_ok else f"({s.runs} runs")
+        + (f"; {s.no_value} ok runs did not record it)" if s.no_value else ")")
+        for s in empty
+    )
+    if all(s.runs and not s.no_value for s in empty):
+        # it ran and every run failed: a finding about the setup, not a
+        # gap.  Ok runs without the value (e.g. recorded before the
+        # metric existed) leave it "not run": a rerun decides it.
+        res.verdict = NO_OK_RUN
+    return True
+
+
+def _paper_unit(claim: Claim) -> str:
+    """The paper's unit where it is the metric's (no ``scale``), for words."""
+    return f" {claim.unit}" if claim.unit and claim.scale == 1 else ""
+
+
+def _evaluate_level(
+    res: ClaimResult, runs: pd.DataFrame, metric_values: pd.Series, conf, n_boot, seed
+) -> ClaimResult:
+    """A level claim (``res.subject`` resolved, the metric a column): our mean
+    and CI against the paper's value (``level_verdict``)."""
+    claim, subj = res.claim, res.subject
+    ok = stats.ok_runs(runs)
+    v = metric_values.loc[ok.index[ok["variant"] == subj.variant]].dropna()
+    s = subj.summary = stats.describe(v, conf, n_boot, seed)
+    if subj.not_ok:
+        res.notes.append(f"{subj.variant}: {subj.not_ok} left out")
+    if _no_ok_run(res, [subj]):
+        return res
+    paper, band = claim.paper_level(), claim.size_band()
+    unit = _paper_unit(claim)
+    constant = s.n >= 2 and v.nunique() == 1
+    lo, hi = (s.mean, s.mean) if constant else (s.ci_low, s.ci_high)
+    # ours against the paper's value: relative, or (a paper's 0) the difference
+    if paper:
+        res.rel_diff = s.mean / paper - 1
+        ends = sorted((lo / paper - 1, hi / paper - 1))
+    else:
+        res.absolute = True
+        res.rel_diff = s.mean - paper
+        ends = [lo - paper, hi - paper]
+    if math.isfinite(lo) and math.isfinite(hi):
+        res.ci_low, res.ci_high = ends
+    res.verdict = level_verdict(paper, s.mean, lo, hi, band)
+    what = f"the paper's {_num(paper)}{unit}"
+    if res.verdict == INCONCLUSIVE:
+        res.why = f"n < 2 in {subj.variant}: no CI"
+        return res
+    words = []
+    if constant:
+        words.append(f"{claim.metric} is {_num(float(v.iloc[0]))} in every ok run (n={s.n})")
+    if res.verdict == DIFFERENT:
+        d = s.mean - paper
+        rel = f" ({pct(d / paper)})" if paper else ""
+        where = "beyond" if constant else "outside our CI and beyond"
+        words.append(
+            f"ours is {'higher' if d > 0 else 'lower'} than {what} by {_num(abs(d))}{unit}"
+            f"{rel}: {where} the +-{band * 100:.3g} % band"
+        )
+    elif s.n < FEW and not constant:
+        words.append(f"few runs (n < {FEW}): the bootstrap CI is rough")
+    res.why = "; ".join(words)
+    return res
+
+
 def evaluate_claim(
     claim: Claim,
     runs: pd.DataFrame,
@@ -239,9 +363,12 @@ def evaluate_claim(
     variants = campaign_variants(runs) if len(runs) else []
     metric_values = values(runs, claim.metric) if len(runs) else None
     subj = _side(claim.compare[0], runs, variants, metric_values)
-    base = _side(claim.compare[1], runs, variants, metric_values)
+    if claim.baseline is None:  # a level claim: no baseline
+        base = Side("")
+    else:
+        base = _side(claim.baseline, runs, variants, metric_values)
     res = ClaimResult(claim, subj, base)
-    missing = [s for s in (subj, base) if s.variant is None]
+    missing = [s for s in res.sides if s.variant is None]
     if missing:
         res.why = "; ".join(s.not_ok for s in missing)
         for s in missing:
@@ -252,6 +379,8 @@ def evaluate_claim(
         absent = [c for c in (num, den) if c and c not in runs]
         res.why = f"{', '.join(absent)}: not a column of the runs table"
         return res
+    if claim.is_level:
+        return _evaluate_level(res, runs, metric_values, conf, n_boot, seed)
     ok = stats.ok_runs(runs)
     samples = []
     for side in (subj, base):
@@ -260,19 +389,7 @@ def evaluate_claim(
         samples.append(v)
     if subj.summary is None or base.summary is None:  # for mypy
         return res
-    empty = [s for s in (subj, base) if s.summary is not None and s.summary.n == 0]
-    if empty:
-        res.why = "; ".join(
-            f"no ok run with a value of {claim.metric} in {s.variant} "
-            + (f"({s.not_ok} of {s.runs} runs" if s.not_ok else f"({s.runs} runs")
-            + (f"; {s.no_value} ok runs did not record it)" if s.no_value else ")")
-            for s in empty
-        )
-        if all(s.runs and not s.no_value for s in empty):
-            # it ran and every run failed: a finding about the setup, not a
-            # gap.  Ok runs without the value (e.g. recorded before the
-            # metric existed) leave it "not run": a rerun decides it.
-            res.verdict = NO_OK_RUN
+    if _no_ok_run(res, [subj, base]):
         return res
     both = pd.concat(samples)
     if len(both) >= 2 and both.nunique() == 1:
@@ -418,6 +535,8 @@ def to_frame(experiment: str, results: list[ClaimResult]) -> pd.DataFrame:
     for r in results:
         cl = r.claim
         vals = cl.paper_values() or (math.nan, math.nan)
+        if cl.is_level:
+            vals = (float(cl.value), math.nan) if cl.value is not None else vals
         row = {
             "experiment": experiment,
             "claim": cl.claim,
@@ -425,17 +544,23 @@ def to_frame(experiment: str, results: list[ClaimResult]) -> pd.DataFrame:
             "derived": cl.derived,
             "metric": cl.metric,
             "subject": r.subject.variant or r.subject.entry,
-            "baseline": r.baseline.variant or r.baseline.entry,
+            "baseline": (r.baseline.variant or r.baseline.entry) if not cl.is_level else None,
             "paper_subject": vals[0],
             "paper_baseline": vals[1],
             "paper_change": cl.paper_change(),
-            "size_band": cl.size_band() if cl.direction else math.nan,
+            "size_band": cl.size_band() if cl.direction or cl.is_level else math.nan,
             "direction": cl.direction,
         }
         for name, side, pv in (
             ("subject", r.subject, vals[0]),
             ("baseline", r.baseline, vals[1]),
         ):
+            if name == "baseline" and cl.is_level:  # no baseline: its columns empty
+                row.update(
+                    {f"{k}_baseline": math.nan for k in ("n", "mean", "level", "ci_low", "ci_high")}
+                )
+                row["not_ok_baseline"] = None
+                continue
             s = side.summary
             row[f"n_{name}"] = s.n if s else 0
             row[f"mean_{name}"] = s.mean if s else math.nan
@@ -483,9 +608,28 @@ def ours_text(side: Side) -> str:
     return f"{_num(s.mean)}{ci} n={s.n}"
 
 
+def _signed(x: float) -> str:
+    if x is None or not math.isfinite(x):
+        return "-"
+    return ("+" if x >= 0 else "") + _num(x)
+
+
 def diff_text(r: ClaimResult) -> str:
     if r.verdict in (NOT_RUN, NO_OK_RUN):
         return "-"
+    if r.claim.is_level:
+        # ours against the paper's value: the difference, and relative with its CI
+        s = r.subject.summary
+        if r.absolute:
+            return (
+                f"{_signed(r.rel_diff)} [{_signed(r.ci_low)}, {_signed(r.ci_high)}] "
+                "vs the paper's 0"
+            )
+        d = s.mean - r.claim.paper_level() if s is not None else math.nan
+        return (
+            f"{_signed(d)}{_paper_unit(r.claim)} ({pct(r.rel_diff)} [{pct(r.ci_low)}, "
+            f"{pct(r.ci_high)}]) vs the paper's"
+        )
     if r.absolute:
         return (
             f"{_num(r.rel_diff)} [{_num(r.ci_low)}, {_num(r.ci_high)}] "
@@ -497,6 +641,8 @@ def diff_text(r: ClaimResult) -> str:
 def paper_text(claim: Claim) -> str:
     vals = claim.paper_values()
     unit = f" {claim.unit}" if claim.unit else ""
+    if claim.is_level and claim.value is not None:
+        return f"{_num(claim.value)}{unit} (level, band +-{claim.size_band() * 100:.3g} %)"
     change = pct(claim.paper_change())
     if claim.direction == 0:
         change = f"no difference (+-{claim.tolerance:.0%})"
@@ -546,10 +692,15 @@ def render_text(
         lines.append("")
         src = cl.source + (" (derived)" if cl.derived else "")
         lines.append(f"[{r.verdict}] {cl.claim}  ({src})")
-        lines.append(f"  metric {cl.metric}: {cl.compare[0]}  vs  {cl.compare[1]}")
+        if cl.baseline is None:
+            lines.append(f"  metric {cl.metric}: {cl.compare[0]}  (a level claim)")
+        else:
+            lines.append(f"  metric {cl.metric}: {cl.compare[0]}  vs  {cl.baseline}")
         lines.append(f"  paper: {paper_text(cl)}")
-        vals = cl.paper_values()
-        for side, pv in zip((r.subject, r.baseline), vals or (None, None), strict=True):
+        vals: tuple[float | None, ...] | None = cl.paper_values()
+        if cl.is_level:
+            vals = (cl.value,)
+        for side, pv in zip(r.sides, vals or (None, None), strict=True):
             name = side.variant or side.entry
             extra = []
             if side.not_ok:
@@ -571,7 +722,7 @@ def render_text(
             lines.append(f"  why: {r.why}")
         if cl.note:
             lines.append(f"  note: {cl.note}")
-    if any(r.subject.not_ok or r.baseline.not_ok for r in results):
+    if any(s.not_ok for r in results for s in r.sides):
         lines.append("")
         lines.append(
             "  warning: runs that did not end ok are left out of every statistic; if a "
@@ -592,7 +743,9 @@ __all__ = [
     "counts",
     "evaluate",
     "level",
+    "level_verdict",
     "evaluate_claim",
+    "sides_of",
     "expectations",
     "quick_campaigns",
     "render_text",

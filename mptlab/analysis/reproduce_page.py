@@ -129,12 +129,7 @@ def to_run(root: Path, file: Path | None = None, quick: bool = False) -> list[st
 
 def not_run(claims, why: str) -> list[reproduce.ClaimResult]:
     """Every claim ``not run``, for an experiment without runs."""
-    return [
-        reproduce.ClaimResult(
-            c, reproduce.Side(c.compare[0]), reproduce.Side(c.compare[1]), why=why
-        )
-        for c in claims
-    ]
+    return [reproduce.ClaimResult(c, *reproduce.sides_of(c), why=why) for c in claims]
 
 
 def collect(
@@ -196,7 +191,8 @@ def to_frame(entries: list[Entry]) -> pd.DataFrame:
 
 def summarize(frame: pd.DataFrame) -> pd.DataFrame:
     """Per paper (in the catalog's order): claims per verdict, total, the range
-    of n (ok runs with a value per variant, over the claims that have runs),
+    of n (ok runs with a value per variant, over the claims that have runs; a
+    level claim's baseline n is NaN, not counted),
     experiments with runs, of them --quick, and without runs."""
     rows = []
     for paper, sub in frame.groupby("paper", sort=False):
@@ -369,15 +365,15 @@ def _md_table(headers: list[str], rows: list[list], left: int | None = None) -> 
 
 
 def _md_n(r: reproduce.ClaimResult) -> str:
-    ns = [s.summary.n if s.summary else 0 for s in (r.subject, r.baseline)]
-    if not any(ns) and not (r.subject.not_ok or r.baseline.not_ok):
+    """n per variant (subject / baseline; a level claim: the subject's), and the
+    runs left out."""
+    ns = [s.summary.n if s.summary else 0 for s in r.sides]
+    if not any(ns) and not any(s.not_ok for s in r.sides):
         return "-"
     tail = "".join(
-        f" ({s.variant}: {left_out_words(s)})"
-        for s in (r.subject, r.baseline)
-        if s.variant and s.not_ok
+        f" ({s.variant}: {left_out_words(s)})" for s in r.sides if s.variant and s.not_ok
     )
-    return f"{ns[0]} / {ns[1]}{tail}"
+    return " / ".join(map(str, ns)) + tail
 
 
 def render_markdown(entries: list[Entry], frame: pd.DataFrame, root: Path) -> str:

@@ -46,7 +46,7 @@ from .. import rundir
 from ..rundir import RunDir, RunSpec
 from ..spec.knobs import buffer_sysctls, fec_hosts, fec_on, fec_sysctls, mptbm_sysctls
 from ..spec.plan import NetPlan, mptcp_endpoints
-from . import fec, modules, nstat, stall, tracepoints
+from . import fec, modules, nstat, sbdu, stall, tracepoints
 from .build import build
 from .netlab import Net
 from .sampler import SamplerThread, lateness_summary
@@ -68,6 +68,16 @@ def attrs(data):
     if isinstance(data, list):
         return [attrs(v) for v in data]
     return data
+
+
+def address_path(plan: NetPlan, hosts: tuple[str, ...], addr: str) -> int | None:
+    """The path (1-based) of an address of one of ``hosts``: the index of the
+    interface it belongs to; None for any other address."""
+    for host in hosts:
+        addrs = plan.addresses(host)
+        if addr in addrs:
+            return addrs.index(addr) + 1
+    return None
 
 
 class Context:
@@ -103,6 +113,10 @@ class Context:
     @net.setter
     def net(self, net: Net) -> None:
         self._net = net
+
+    def path_of(self, addr: str) -> int | None:
+        """The path of one of the client's or the server's addresses (``address_path``)."""
+        return address_path(self.plan, (self.client, self.server), addr)
 
     def log(self, msg: str) -> None:
         self._log.write(f"{time.time():.3f} {msg}\n")
@@ -210,10 +224,13 @@ def configure(ctx: Context) -> dict:
             "kernel.fec is set, but this kernel has no TCP-dFEC (no net.ipv4.tcp_fec): "
             "build the kernel with the FEC patch (make kernel)"
         )
+    sbd = ctx.spec.config["kernel"].get("sbd")
     for host in ctx.plan.hosts:
         values = dict(per_ns)
         if host in (ctx.client, ctx.server):
             values["net.mptcp.scheduler"] = k.scheduler
+            if sbd is not None:  # microsecond TSvals and the OWD tracepoint (patch 0014)
+                values["net.mptcp.owd_trace"] = 1
         if host in on:
             values.update(fec_values)
         net.sysctls(host, values)
@@ -221,6 +238,8 @@ def configure(ctx: Context) -> dict:
     if fec_on(fec_cfg):
         applied["fec"] = {"hosts": on, "sysctls": fec_values}
     applied["mptcp_endpoints"] = mptcp_endpoints(ctx.plan, ctx.client, ctx.server)
+    if sbd is not None:
+        applied["net.mptcp.owd_trace"] = {"hosts": [ctx.client, ctx.server], "value": 1}
     return applied
 
 
@@ -274,11 +293,25 @@ def start_traces(ctx: Context) -> None:
     with_fec = fec_on(ctx.spec.config["kernel"].get("fec"))
     if with_fec:  # the TCP-dFEC kernel's events (docs/fec.md)
         events += tracepoints.FEC_EVENTS
+    sbd_config = ctx.spec.config["kernel"].get("sbd")
+    unit = None
+    if sbd_config is not None:  # shared-bottleneck detection (mptlab.guest.sbdu)
+        events += (sbdu.OWD_EVENT,)
+        unit = sbdu.SbdUnit(
+            sbdu.sbd_params(sbd_config),
+            open(ctx.trace_dir / rundir.SBD_OBSERVATIONS, "w"),  # noqa: SIM115 - closed in stop_traces
+            open(ctx.trace_dir / rundir.SBD_DECISIONS, "w"),  # noqa: SIM115
+            ctx.path_of,
+        )
     tracepoints.enable(events, clock="mono")
     ctx.trace_reader = tracepoints.TraceReader(
         ctx.trace_dir / rundir.KTRACE,
         ctx.trace_dir / rundir.OFO_EVENTS,
+        # SBD's decisions are due every 3.5 s: read its delays often enough
+        # that a decision is at most 0.1 s late
+        interval=0.1 if unit else 0.5,
         fec_ratio_path=ctx.trace_dir / rundir.FEC_RATIO_EVENTS if with_fec else None,
+        sbd=unit,
     )
 
 
@@ -307,6 +340,16 @@ def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
     }
     if ctx.trace_reader and ctx.trace_reader.fec is not None:
         fidelity["fec_ratio_events"] = ctx.trace_reader.fec_ratio_events
+    unit = ctx.trace_reader.sbd if ctx.trace_reader else None
+    if unit is not None:
+        unit.close()
+        fidelity["sbd"] = {
+            "owd_samples": unit.samples,
+            "decisions": unit.decisions,
+            "apply_errors": unit.apply_errors[:10],
+        }
+        if not unit.samples:
+            ctx.log("SBD: no one-way delay samples (no MPTCP data received?)")
     return tracepoints.parse((ctx.trace_dir / rundir.KTRACE).read_text()), fidelity
 
 
@@ -328,12 +371,8 @@ def kernel_counters(ctx: Context, records: list[dict]) -> dict:
     with each subflow's path (the client interface its address belongs to)."""
     client_addrs = ctx.plan.addresses(ctx.client)
     server_addrs = ctx.plan.addresses(ctx.server)
-
     def path_of(addr: str) -> int | None:
-        for addrs in (client_addrs, server_addrs):
-            if addr in addrs:
-                return addrs.index(addr) + 1
-        return None
+        return address_path(ctx.plan, (ctx.client, ctx.server), addr)
 
     conns = [r for r in records if r["event"] == "mptcp_conn_stats"]
     subflows = [r for r in records if r["event"] == "mptcp_subflow_stats"]
@@ -348,6 +387,24 @@ def kernel_counters(ctx: Context, records: list[dict]) -> dict:
         # every FEC-negotiated socket of the guest (kernel.fec, docs/fec.md)
         out["fec"] = fec.annotate(records, path_of, host_of)
     return out
+
+
+def sbd_metrics(ctx: Context) -> dict:
+    """The SBD decisions of the run scored against the truth (``mptlab.guest.sbdu.score``);
+    {} when the experiment did not ask for SBD."""
+    config = ctx.spec.config["kernel"].get("sbd")
+    path = ctx.trace_dir / rundir.SBD_DECISIONS
+    if config is None or not path.exists():
+        return {}
+    truth = sbdu.truth_phases(config, ctx.plan, ctx.client, ctx.server)
+    warmup = (ctx.spec.config.get("warmup") or 0.0) / 1000
+    unit = ctx.trace_reader.sbd if ctx.trace_reader else None
+    main = (
+        max(unit.token_samples, key=unit.token_samples.__getitem__)
+        if unit and unit.token_samples
+        else None
+    )
+    return sbdu.score(path, truth, ctx.marks.get("workload_start", 0.0), warmup, main)
 
 
 def fec_metrics(ctx: Context, kernel: dict) -> dict:
@@ -367,13 +424,6 @@ def start_watchdog(ctx: Context) -> stall.Watchdog | None:
     if timeout_s is None:
         ctx.log("stall watchdog off")
         return None
-    addrs = {h: ctx.plan.addresses(h) for h in (ctx.client, ctx.server)}
-
-    def path_of(addr: str) -> int | None:
-        for a in addrs.values():
-            if addr in a:
-                return a.index(addr) + 1
-        return None
 
     def extra() -> dict:
         return {"nstat": ctx.nstat.snapshot()} if ctx.nstat else {}
@@ -383,7 +433,7 @@ def start_watchdog(ctx: Context) -> stall.Watchdog | None:
         {h: ctx.net.ns(h) for h in (ctx.client, ctx.server)},
         timeout_s,
         ctx.trace_dir / rundir.STALL_SNAPSHOT,
-        path_of=path_of,
+        path_of=ctx.path_of,
         extra_snapshot=extra,
         log=ctx.log,
         how=how,
@@ -558,7 +608,7 @@ def _run(run_dir: RunDir, state: dict) -> int:
             metrics = getattr(outcome.exc, "metrics", None)
         kernel_records = kernel_counters(ctx, records)
         if isinstance(metrics, dict):  # the agent's own metrics beside the workload's
-            metrics = {**metrics, **fec_metrics(ctx, kernel_records)}
+            metrics = {**metrics, **fec_metrics(ctx, kernel_records), **sbd_metrics(ctx)}
         result.update(
             fidelity=fidelity,
             metrics=metrics,

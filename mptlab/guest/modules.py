@@ -18,6 +18,10 @@ ENV = "MPTLAB_MODULES_DIR"  # where the host tells the guest the built modules a
 _FINIT_MODULE = {"x86_64": 313, "aarch64": 273}.get(platform.machine())
 
 
+# controls that live in another control's module file
+CC_MODULE = {"olia_sbd": "olia"}
+
+
 def insmod(path: Path, params: dict[str, object] | None = None) -> None:
     """Load a module file; parameters as ``name=value`` words."""
     words = [f"{k}={v}" for k, v in (params or {}).items()]
@@ -53,7 +57,7 @@ def load_schedulers(
     RuntimeError if ``scheduler`` is not registered afterwards."""
     modules_dir = Path(modules_dir or os.environ[ENV])
     hashes = {}
-    given = {f"mptcp_{scheduler}": params, f"mptcp_{cc}": cc_params}
+    given = {f"mptcp_{scheduler}": params, f"mptcp_{CC_MODULE.get(cc or '', cc)}": cc_params}
     for ko in sorted(modules_dir.glob("mptcp_*.ko")):
         insmod(ko, given.get(ko.stem))
         hashes[ko.name] = hashlib.sha256(ko.read_bytes()).hexdigest()

@@ -30,6 +30,10 @@ import re
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .sbdu import SbdUnit
 
 TRACEFS = Path("/sys/kernel/tracing")
 STATS_EVENTS = ("mptcp_subflow_stats", "mptcp_conn_stats")
@@ -208,6 +212,7 @@ class TraceReader:
         ofo_path: Path,
         interval: float = 0.5,
         fec_ratio_path: Path | None = None,
+        sbd: SbdUnit | None = None,
     ):
         self.offset = time.time() - time.monotonic()
         self.fd = os.open(TRACEFS / "trace_pipe", os.O_RDONLY | os.O_NONBLOCK)
@@ -219,6 +224,7 @@ class TraceReader:
         if self.fec:
             self.fec.write(FEC_RATIO_COLUMNS + "\n")
         self.fec_ratio_events = 0
+        self.sbd = sbd
         self.partial = ""
         self.interval = interval
         self.stop_event = threading.Event()
@@ -230,6 +236,11 @@ class TraceReader:
             self.drain()
 
     def drain(self) -> None:
+        self._read()
+        if self.sbd is not None:  # everything traced so far is read: close SBD's intervals
+            self.sbd.advance(time.monotonic(), self.offset)
+
+    def _read(self) -> None:
         while True:
             try:
                 chunk = os.read(self.fd, 1 << 17)
@@ -239,6 +250,8 @@ class TraceReader:
                 return
             lines = (self.partial + chunk.decode(errors="replace")).split("\n")
             self.partial = lines.pop()
+            if self.sbd is not None:  # one-way delays go to SBD, not to ktrace.txt
+                lines = self.sbd.feed(lines)
             rows, fec, other = split_events(lines, self.offset)
             self.ofo_events += len(rows)
             self.ofo.writelines(rows)

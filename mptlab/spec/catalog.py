@@ -74,7 +74,7 @@ WORD_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
 }
 # the congestion controls that are mptlab's modules (kernel/modules/mptcp_<cc>.c),
 # the only ones kernel.congestion_params can reach
-MODULE_CCS = ("lia", "olia", "balia", "wvegas")
+MODULE_CCS = ("lia", "olia", "olia_sbd", "balia", "wvegas")
 
 
 def file_kind(src: Source) -> FileKind:

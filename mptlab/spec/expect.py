@@ -28,6 +28,18 @@ a third of the paper's change)).  ``scale`` converts the paper's
 values to the metric's unit (KiB -> bytes: 1024); verdicts use relative
 differences only, so units matter for showing paper and ours side by side.
 
+A *level claim* is about one variant's value, not a difference:
+``compare`` with one entry and the paper's ``value`` (in the paper's unit,
+``scale`` and ``unit`` as for ``paper``); ``paper``, ``change`` and
+``tolerance`` are not allowed, ``value`` with two entries is an error:
+
+    expect:
+      - {metric: sbd_accuracy, compare: [congestion_control=olia_sbd], value: 0.75,
+         claim: "SBD right in 75 % of its decisions", source: "Table II"}
+
+Its ``size_tolerance`` is the relative band around the paper's value
+(default 10 %: 0.75 is met by 0.675 to 0.825; ``Claim.size_band``).
+
 ``metric`` is a column of the runs table or the ratio of two
 (``goodput_mbps / bg_received_mbps``), computed per run.
 
@@ -36,12 +48,15 @@ The analysis (``mptlab.analysis.reproduce``) evaluates them.
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Annotated
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 _COLUMN = r"[A-Za-z_][A-Za-z0-9_]*"
+# a level claim's default band around the paper's value (Claim.size_band)
+LEVEL_BAND = 0.10
 _METRIC = re.compile(rf"^\s*({_COLUMN})\s*(?:/\s*({_COLUMN})\s*)?$")
 
 
@@ -133,18 +148,26 @@ def resolve(entry: str, variants: list[tuple[str, dict]]) -> tuple[str | None, s
 
 
 class Claim(BaseModel):
-    """One claim of a paper about two variants of an experiment."""
+    """One claim of a paper about two variants of an experiment (``compare:
+    [SUBJECT, BASELINE]``), or about one variant's level (``compare: [SUBJECT]``
+    with ``value``)."""
 
     model_config = ConfigDict(extra="forbid")
 
     metric: str = Field(description="a runs column, or 'a / b' (their ratio per run)")
     compare: list[str] = Field(
-        min_length=2,
+        min_length=1,
         max_length=2,
-        description="[SUBJECT, BASELINE]: the subject's mean relative to the baseline's",
+        description="[SUBJECT, BASELINE]: the subject's mean relative to the baseline's; "
+        "[SUBJECT] with value: a level claim",
     )
     paper: list[float] | dict[str, float] | None = Field(
         None, description="the paper's values, in compare's order (or keyed by the entries)"
+    )
+    value: float | None = Field(
+        None,
+        description="a level claim (compare with one entry): the paper's value of the "
+        "subject, in the paper's unit",
     )
     change: Fraction | None = Field(
         None, description="the paper's relative difference subject vs baseline (-0.08, '-8%')"
@@ -158,7 +181,8 @@ class Claim(BaseModel):
         None,
         gt=0,
         description="how far our relative difference may lie from the paper's and still be "
-        "its size (0.05: 5 points); default max(3 points, a third of the paper's change)",
+        "its size (0.05: 5 points); default max(3 points, a third of the paper's change); "
+        "a level claim: the relative band around the paper's value (default 10 %)",
     )
     unit: str = Field("", description="the unit of the paper's values, as the paper gives them")
     scale: float = Field(1.0, gt=0, description="metric unit per paper unit (KiB -> B: 1024)")
@@ -177,6 +201,25 @@ class Claim(BaseModel):
                 raise ValueError("compare: an entry is empty")
             for alt in alternatives(entry):
                 pairs(alt)
+        if self.is_level:
+            given = [k for k in ("paper", "change", "tolerance") if getattr(self, k) is not None]
+            if given:
+                raise ValueError(
+                    f"compare with one entry is a level claim: give value (the paper's value "
+                    f"of {self.compare[0]!r}), not {', '.join(given)}"
+                )
+            if self.value is None:
+                raise ValueError(
+                    f"compare with one entry is a level claim: give value (the paper's value "
+                    f"of {self.compare[0]!r}); or a second entry (the baseline) with paper "
+                    "or change"
+                )
+            return self
+        if self.value is not None:
+            raise ValueError(
+                "value is a level claim's, with one compare entry ([SUBJECT]); for two "
+                "variants give paper (their two values) or change"
+            )
         if self.compare[0].strip() == self.compare[1].strip():
             raise ValueError(f"compare: the two entries are the same ({self.compare[0]!r})")
         if isinstance(self.paper, dict):
@@ -214,8 +257,23 @@ class Claim(BaseModel):
             )
         return self
 
+    @property
+    def is_level(self) -> bool:
+        """A level claim: one variant (``compare: [SUBJECT]``) against the paper's ``value``."""
+        return len(self.compare) == 1
+
+    @property
+    def baseline(self) -> str | None:
+        """The baseline's compare entry; None for a level claim."""
+        return self.compare[1] if len(self.compare) > 1 else None
+
+    def paper_level(self) -> float:
+        """A level claim's paper value in the metric's unit (``value`` x ``scale``)."""
+        assert self.value is not None, "not a level claim"
+        return float(self.value) * self.scale
+
     def paper_values(self) -> tuple[float, float] | None:
-        """(subject, baseline) in the paper's unit, or None."""
+        """(subject, baseline) in the paper's unit, or None (a level claim: ``value``)."""
         if self.paper is None:
             return None
         if isinstance(self.paper, dict):
@@ -223,7 +281,9 @@ class Claim(BaseModel):
         return self.paper[0], self.paper[1]
 
     def paper_change(self) -> float:
-        """The paper's relative difference, subject vs baseline."""
+        """The paper's relative difference, subject vs baseline (nan: a level claim)."""
+        if self.is_level:
+            return math.nan
         if self.change is not None:
             return float(self.change)
         values = self.paper_values()
@@ -234,18 +294,36 @@ class Claim(BaseModel):
         """How far our relative difference may lie from the paper's and still
         count as the paper's size: ``size_tolerance``, else max(3 points, a
         third of the paper's change) (chosen: a +12 % claim is met by +8 to
-        +16 %, a -65 % one by -87 to -43 %)."""
+        +16 %, a -65 % one by -87 to -43 %).
+
+        A level claim: the band around the paper's value, relative to it:
+        ``size_tolerance``, else 10 % (``LEVEL_BAND``; chosen: 0.75 is met by
+        0.675 to 0.825, wide enough for a paper's rounding to two digits and
+        a testbed that is not the paper's, narrow enough to tell the SBD
+        paper's accuracies on disjoint (~0.72) from shared (~0.97) bottlenecks)."""
         if self.size_tolerance is not None:
             return float(self.size_tolerance)
+        if self.is_level:
+            return LEVEL_BAND
         return max(0.03, abs(self.paper_change()) / 3)
 
     @property
     def direction(self) -> int:
-        """+1: the paper's subject is higher, -1 lower, 0 no difference (``tolerance``)."""
-        if self.tolerance is not None:
+        """+1: the paper's subject is higher, -1 lower, 0 no difference (``tolerance``)
+        or a level claim (no difference to the paper's value within its band)."""
+        if self.tolerance is not None or self.is_level:
             return 0
         c = self.paper_change()
         return (c > 0) - (c < 0)
 
 
-__all__ = ["Claim", "alternatives", "matches", "metric_columns", "pairs", "resolve", "short"]
+__all__ = [
+    "LEVEL_BAND",
+    "Claim",
+    "alternatives",
+    "matches",
+    "metric_columns",
+    "pairs",
+    "resolve",
+    "short",
+]

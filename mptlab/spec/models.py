@@ -27,7 +27,8 @@ from .shapes import Shape, shape_with
 from .units import Duration, Fraction, Rate, Size  # noqa: F401 - the language's unit types
 
 # built into the kernel (kernel/config/mptlab.config), plus the coupled
-# controls mptlab's modules add (kernel/modules/mptcp_{lia,olia,balia,wvegas}.c):
+# controls mptlab's modules add (kernel/modules/mptcp_{lia,olia,balia,wvegas}.c;
+# olia_sbd is mptcp_olia.c's second control, docs/congestion-control.md):
 # on an MPTCP subflow they couple with its siblings, on plain TCP they are Reno.
 CongestionControl = Literal[
     "reno",
@@ -40,6 +41,7 @@ CongestionControl = Literal[
     "dctcp",
     "lia",
     "olia",
+    "olia_sbd",
     "balia",
     "wvegas",
 ]
@@ -254,6 +256,57 @@ class FecSpec(Strict):
         return fec_sysctls(self.model_dump(mode="json", by_alias=True))
 
 
+class SbdPhase(Strict):
+    """From ``at`` on, which paths share a bottleneck: the ground truth SBD's
+    decisions are scored against (docs/congestion-control.md)."""
+
+    at: Duration = Field(0.0, ge=0, description="start of the phase, from the workload's start")
+    shared: list[list[int]] = Field(
+        description="groups of paths (1-based) that share a bottleneck, e.g. [[1, 2]]; "
+        "a path in no group has its own bottleneck (or none)"
+    )
+
+
+class SbdSpec(Strict):
+    """Shared-bottleneck detection at the receiver (RFC 8382 with the thesis's
+    Table 5.1 values; mptlab/guest/sbd.py): its parameters, and the truth its
+    decisions are scored against.  On with ``congestion_control: olia_sbd``
+    (whose coupling follows the decisions), or with this block for any control
+    (decisions recorded, nothing coupled by them)."""
+
+    interval: Duration = Field(350.0, gt=0, description="T, the base interval")
+    n: int = Field(50, ge=2, le=1000, description="N, intervals kept")
+    c_s: float = Field(-0.01, description="skewness below which a flow is bottlenecked")
+    c_h: float = Field(0.3, description="... below which it stays bottlenecked (hysteresis)")
+    p_f: float = Field(0.1, ge=0, description="key-frequency difference that splits groups")
+    p_s: float = Field(0.1, ge=0, description="skewness difference that splits groups")
+    p_v: float = Field(0.7, ge=0, description="crossing threshold of the key frequency, x var")
+    p_mad: float = Field(0.1, ge=0, description="relative variability difference that splits")
+    p_d: float = Field(0.1, ge=0, description="relative loss difference that splits")
+    p_l: float = Field(0.1, ge=0, le=1, description="loss above which a flow is bottlenecked")
+    observations: int = Field(10, ge=1, description="observations per decision (10 x T = 3.5 s)")
+    min_seen: int = Field(
+        5, ge=1, description="a grouping stands when seen in at least this many observations"
+    )
+    truth: list[SbdPhase] | None = Field(
+        None,
+        description="which paths share a bottleneck when; null: from the topology (paths whose "
+        "slowest shaped links meet share it)",
+    )
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SbdSpec:
+        if self.min_seen > self.observations:
+            raise ValueError(
+                f"min_seen ({self.min_seen}) must be at most observations ({self.observations})"
+            )
+        if self.truth is not None:
+            ats = [phase.at for phase in self.truth]
+            if ats != sorted(ats) or len(set(ats)) != len(ats):
+                raise ValueError("truth phases must be in increasing order of 'at'")
+        return self
+
+
 class KernelSpec(Strict):
     scheduler: str = "default"
     scheduler_params: dict[str, int | float | str] = {}
@@ -270,6 +323,11 @@ class KernelSpec(Strict):
         None,
         description="TCP-dFEC / MPTCP-dFEC {mode, ratio, delta, target, min, max, hosts}; "
         "null: off (docs/fec.md)",
+    )
+    sbd: SbdSpec | None = Field(
+        None,
+        description="shared-bottleneck detection at the receiver (RFC 8382, the thesis's "
+        "MPTCP-SBD): parameters and ground truth; on by default with olia_sbd",
     )
     opportunistic_retransmission: bool = Field(
         True,
@@ -296,6 +354,13 @@ class KernelSpec(Strict):
         "its TCP memory limit (tcp_mem) is set from it (docs/stalls.md)",
     )
     sysctls: dict[str, int | float | str] = {}
+
+    @model_validator(mode="after")
+    def _sbd_with_olia_sbd(self) -> KernelSpec:
+        # olia_sbd couples by SBD's decisions: without a block, the defaults
+        if self.congestion_control == "olia_sbd" and self.sbd is None:
+            self.sbd = SbdSpec()
+        return self
 
 
 class WorkloadSpec(BaseModel):
