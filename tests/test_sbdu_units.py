@@ -124,7 +124,10 @@ def test_score_counts_a_decision_right_only_when_every_pair_is_right(tmp_path):
         ],
     )
     truth = [(0.0, [{1, 2}]), (9.0, [])]
-    s = sbdu.score(csv_path, truth, start=100.0)
+    judged = sbdu.judge(csv_path, truth, start=100.0)
+    assert [j.right for j in judged] == [False, True, False, True, True]
+    assert [j.shared for j in judged] == [True, True, False, False, False]
+    s = sbdu.score(judged, truth)
     assert s["sbd_decisions"] == 5
     assert s["sbd_accuracy"] == pytest.approx(3 / 5)
     assert s["sbd_accuracy_shared"] == pytest.approx(1 / 2)
@@ -132,7 +135,7 @@ def test_score_counts_a_decision_right_only_when_every_pair_is_right(tmp_path):
     assert s["sbd_first_correct_s"] == pytest.approx(7.0)
     assert s["sbd_bottlenecked"] == pytest.approx(8 / 10)
     # the warm-up's decisions count for the first right one, not for accuracy
-    later = sbdu.score(csv_path, truth, start=100.0, warmup=8.0)
+    later = sbdu.score(judged, truth, warmup=8.0)
     assert later["sbd_decisions"] == 3 and later["sbd_accuracy"] == pytest.approx(2 / 3)
     assert later["sbd_first_correct_s"] == pytest.approx(7.0)
     # the one transition (at 9 s) was first met by the decision at 14.5 s
@@ -143,10 +146,29 @@ def test_score_counts_a_decision_right_only_when_every_pair_is_right(tmp_path):
 
 def test_score_without_a_right_decision_has_no_first_time(tmp_path):
     csv_path = write_decisions(tmp_path / "d.csv", [(1.0, 1, 1, 1), (1.0, 1, 2, 2)])
-    s = sbdu.score(csv_path, [(0.0, [{1, 2}])], start=0.0)
+    truth = [(0.0, [{1, 2}])]
+    s = sbdu.score(sbdu.judge(csv_path, truth, start=0.0), truth)
     assert s["sbd_accuracy"] == 0 and "sbd_first_correct_s" not in s
     empty = write_decisions(tmp_path / "e.csv", [])
-    assert sbdu.score(empty, [(0.0, [])], start=0.0) == {"sbd_decisions": 0}
+    assert sbdu.judge(empty, truth, start=0.0) == []
+    assert sbdu.score([], truth) == {"sbd_decisions": 0}
+
+
+def test_scores_are_written_one_row_per_decision(tmp_path):
+    csv_path = write_decisions(tmp_path / "d.csv", [(1.0, 1, 1, 1), (1.0, 1, 2, 1)])
+    judged = sbdu.judge(csv_path, [(0.0, [{1, 2}])], start=0.0)
+    sbdu.write_scores(tmp_path / "s.csv", judged)
+    rows = list(csv.DictReader((tmp_path / "s.csv").read_text().splitlines()))
+    assert rows == [
+        {
+            "t": "1.000",
+            "decision": "1",
+            "shared": "1",
+            "right": "1",
+            "bottlenecked": "2",
+            "subflows": "2",
+        }
+    ]
 
 
 @pytest.mark.parametrize(

@@ -371,6 +371,7 @@ def kernel_counters(ctx: Context, records: list[dict]) -> dict:
     with each subflow's path (the client interface its address belongs to)."""
     client_addrs = ctx.plan.addresses(ctx.client)
     server_addrs = ctx.plan.addresses(ctx.server)
+
     def path_of(addr: str) -> int | None:
         return address_path(ctx.plan, (ctx.client, ctx.server), addr)
 
@@ -404,7 +405,9 @@ def sbd_metrics(ctx: Context) -> dict:
         if unit and unit.token_samples
         else None
     )
-    return sbdu.score(path, truth, ctx.marks.get("workload_start", 0.0), warmup, main)
+    judged = sbdu.judge(path, truth, ctx.marks.get("workload_start", 0.0), main)
+    sbdu.write_scores(ctx.trace_dir / rundir.SBD_SCORES, judged)
+    return sbdu.score(judged, truth, warmup)
 
 
 def fec_metrics(ctx: Context, kernel: dict) -> dict:

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, cast
 
@@ -239,36 +240,32 @@ def _truth_at(truth: Truth, t: float) -> list[set[int]]:
     return current
 
 
-def score(
-    decisions_csv: Path,
-    truth: Truth,
-    start: float,
-    warmup: float = 0.0,
-    token: str | None = None,
-) -> dict[str, float | int]:
-    """The main connection's SBD decisions scored against the truth.
+@dataclass(frozen=True)
+class Judged:
+    """One decision of the main connection against the truth."""
 
-    A decision is correct when every pair of its subflows is grouped as the
+    t: float  # s since the workload's start
+    decision: int
+    shared: bool  # some of its subflows' paths share a bottleneck now
+    right: bool  # every pair grouped as the truth says
+    bottlenecked: int  # subflows it found bottlenecked (group > 0)
+    subflows: int
+
+
+SCORE_COLUMNS = "t,decision,shared,right,bottlenecked,subflows"
+
+
+def judge(
+    decisions_csv: Path, truth: Truth, start: float, token: str | None = None
+) -> list[Judged]:
+    """The main connection's decisions judged against the truth.
+
+    A decision is right when every pair of its subflows is grouped as the
     truth says: together (the same group, not 0) exactly when their paths
-    share a bottleneck.  ``sbd_accuracy`` is the share of correct decisions
-    over the run, ``sbd_accuracy_shared`` / ``_nonshared`` the same within
-    the periods where some of the subflows' paths share a bottleneck / none
-    do, ``sbd_bottlenecked`` the share of the subflows' entries in those
-    decisions that found the subflow bottlenecked (group > 0: a detector
-    that finds nothing is "right" on disjoint paths, this says so).  A
-    detection is a correct decision in which every subflow is bottlenecked;
-    ``sbd_first_correct_s`` is the time from the workload's start to the
-    first (absent if none was); with several truth phases,
-    ``sbd_transition_delay_s`` is the mean time from a phase's start to the
-    first detection in it or later (the thesis's transition delay)
-    and ``sbd_transitions_missed`` counts phases never followed by one.
-    The main connection is
-    ``token`` (the agent's: the one that received the most data), else the
-    one with the most decisions; a decision about fewer than two subflows
-    is not scored; times count from ``start`` (the
-    workload's), and the accuracies leave out the decisions of the first
-    ``warmup`` seconds (the experiment's warm-up: the thesis discards an
-    initial phase too)."""
+    share a bottleneck.  The main connection is ``token`` (the agent's: the
+    one that received the most data), else the one with the most
+    decisions; a decision about fewer than two subflows is not judged;
+    times count from ``start`` (the workload's), earlier ones are left out."""
     by_decision: dict[tuple[str, int], list[dict[str, str]]] = {}
     with open(decisions_csv) as f:
         header = f.readline().strip().split(",")
@@ -276,17 +273,14 @@ def score(
             row = dict(zip(header, line.strip().split(","), strict=False))
             by_decision.setdefault((row["token"], int(row["decision"])), []).append(row)
     if not by_decision:
-        return {"sbd_decisions": 0}
+        return []
     if token is None:
         counts: dict[str, int] = {}
         for tok, _d in by_decision:
             counts[tok] = counts.get(tok, 0) + 1
         token = max(counts, key=lambda tok: counts[tok])
-    kinds: dict[str, list[bool]] = {"shared": [], "nonshared": []}
-    first: float | None = None
-    right_at: list[float] = []
-    decided: list[bool] = []
-    for (tok, _d), rows in sorted(by_decision.items(), key=lambda kv: float(kv[1][0]["t"])):
+    out = []
+    for (tok, d), rows in sorted(by_decision.items(), key=lambda kv: float(kv[1][0]["t"])):
         t = float(rows[0]["t"]) - start
         paths = {int(r["path"]): int(r["group"]) for r in rows if r["path"]}
         if tok != token or t < 0 or len(paths) < 2:  # one subflow: nothing to group
@@ -295,25 +289,52 @@ def score(
         together = {frozenset((a, b)) for g in groups for a in g for b in g if a != b}
         pairs = [frozenset((a, b)) for a in paths for b in paths if a < b]
         right = all(((paths[min(pr)] == paths[max(pr)] != 0) == (pr in together)) for pr in pairs)
-        if t >= warmup:
-            kinds["shared" if any(pr in together for pr in pairs) else "nonshared"].append(right)
-            decided += [g != 0 for g in paths.values()]
-        # a detection: right, and about subflows it found bottlenecked (not
-        # the "nothing yet" of a detector still filling its history)
-        if right and 0 not in paths.values():
-            right_at.append(t)
-            if first is None:
-                first = t
-    every = kinds["shared"] + kinds["nonshared"]
-    out: dict[str, float | int] = {"sbd_decisions": len(every)}
-    if every:
-        out["sbd_accuracy"] = sum(every) / len(every)
-        out["sbd_bottlenecked"] = sum(decided) / len(decided)
-    for kind, marks in kinds.items():
+        shared = any(pr in together for pr in pairs)
+        out.append(Judged(t, d, shared, right, sum(g != 0 for g in paths.values()), len(paths)))
+    return out
+
+
+def write_scores(path: Path, judged: list[Judged]) -> None:
+    """``sbd-scores.csv``: one row per judged decision (``SCORE_COLUMNS``)."""
+    with open(path, "w") as f:
+        f.write(SCORE_COLUMNS + "\n")
+        for j in judged:
+            f.write(
+                f"{j.t:.3f},{j.decision},{int(j.shared)},{int(j.right)},"
+                f"{j.bottlenecked},{j.subflows}\n"
+            )
+
+
+def score(judged: list[Judged], truth: Truth, warmup: float = 0.0) -> dict[str, float | int]:
+    """The run's SBD metrics from its judged decisions.
+
+    ``sbd_accuracy`` is the share of right decisions after the first
+    ``warmup`` seconds (the experiment's warm-up: the thesis discards an
+    initial phase too), ``sbd_accuracy_shared`` / ``_nonshared`` the same
+    within the periods where some of the subflows' paths share a bottleneck
+    / none do, ``sbd_bottlenecked`` the share of the subflows in those
+    decisions found bottlenecked (group > 0: a detector that finds nothing
+    is "right" on disjoint paths, this says so).  A detection is a right
+    decision in which every subflow is bottlenecked; ``sbd_first_correct_s``
+    is the time from the workload's start to the first (absent if none
+    was); with several truth phases, ``sbd_transition_delay_s`` is the mean
+    time from a phase's start to the first detection in it or later (the
+    thesis's transition delay) and ``sbd_transitions_missed`` counts phases
+    never followed by one."""
+    scored = [j for j in judged if j.t >= warmup]
+    out: dict[str, float | int] = {"sbd_decisions": len(scored)}
+    if scored:
+        out["sbd_accuracy"] = sum(j.right for j in scored) / len(scored)
+        out["sbd_bottlenecked"] = sum(j.bottlenecked for j in scored) / sum(
+            j.subflows for j in scored
+        )
+    for kind, shared in (("shared", True), ("nonshared", False)):
+        marks = [j.right for j in scored if j.shared == shared]
         if marks:
             out[f"sbd_accuracy_{kind}"] = sum(marks) / len(marks)
-    if first is not None:
-        out["sbd_first_correct_s"] = first
+    right_at = [j.t for j in judged if j.right and j.bottlenecked == j.subflows]
+    if right_at:
+        out["sbd_first_correct_s"] = right_at[0]
     delays = [
         min(r for r in right_at if r >= at) - at
         for at, _groups in truth[1:]
