@@ -384,3 +384,73 @@ def test_traces_from_before_the_memory_columns_give_no_value_not_zero(results):
     assert others["k_rmem_bytes_p50"].isna().all() and others["k_rmem_bytes_mean"].isna().all()
     mptcp = ingest.load_table(results, "mptcp")
     assert mptcp.loc[mptcp["rmem_alloc"].notna(), "host"].unique().tolist() == ["client"]
+
+
+def _judged(shift: float = 30.0, n: int = 17, right_every: int = 3):
+    """A shifting bottleneck's judged decisions: shared for ``shift`` s, then not."""
+    from mptlab.guest.sbdu import Judged
+
+    return [
+        Judged(
+            t=3.5 * (i + 1),
+            decision=i,
+            shared=(3.5 * (i + 1)) // shift % 2 == 0,
+            right=i % right_every != 0,
+            bottlenecked=2 if i % 2 else 1,
+            subflows=2,
+        )
+        for i in range(n)
+    ]
+
+
+def test_sbd_scores_become_one_row_per_judged_decision(results):
+    from mptlab.guest.sbdu import write_scores
+
+    run = results / "fixture" / "runs" / "scheduler=blest" / "rep-000"
+    judged = _judged()
+    write_scores(run / "traces" / "sbd-scores.csv", judged)
+    rep = ingest.ingest(results, pcap=False)
+    assert rep.errors == []
+    sc = ingest.load_table(results, "sbd_scores")
+    assert set(sc["run_id"]) == {"fixture/scheduler=blest/rep-000"}
+    assert list(sc.columns) == [
+        "run_id",
+        "t",
+        "decision",
+        "shared",
+        "right",
+        "bottlenecked",
+        "subflows",
+    ]
+    sc = sc.sort_values("decision")
+    assert sc["t"].tolist() == pytest.approx([j.t for j in judged])
+    assert sc["right"].tolist() == [int(j.right) for j in judged]
+    assert sc["shared"].tolist() == [int(j.shared) for j in judged]
+    assert sc["bottlenecked"].sum() == sum(j.bottlenecked for j in judged)
+    # a run without the file has no rows; a header-only file neither
+    (results / "fixture/runs/scheduler=minrtt/rep-000/traces/sbd-scores.csv").write_text(
+        "t,decision,shared,right,bottlenecked,subflows\n"
+    )
+    os.utime(results / "fixture/runs/scheduler=minrtt/rep-000/run.json")
+    ingest.ingest(results, pcap=False)
+    assert set(ingest.load_table(results, "sbd_scores")["run_id"]) == {
+        "fixture/scheduler=blest/rep-000"
+    }
+
+
+def test_a_malformed_sbd_scores_file_is_an_error_naming_it(results, tmp_path):
+    bad = tmp_path / "sbd-scores.csv"
+    bad.write_text("t,decision,right\n1.0,0,1\n")
+    with pytest.raises(ingest.IngestError, match="sbd-scores.csv.*no column shared"):
+        ingest._read_sbd_scores(bad)
+    bad.write_text("t,decision,shared,right,bottlenecked,subflows\n1.0,0,yes,1,2,2\n")
+    with pytest.raises(ingest.IngestError, match="sbd-scores.csv: not an SBD scores CSV"):
+        ingest._read_sbd_scores(bad)
+    # in a campaign: that run is unreadable, named, and the others are read
+    run = results / "fixture" / "runs" / "scheduler=blest" / "rep-000"
+    (run / "traces" / "sbd-scores.csv").write_text(bad.read_text())
+    rep = ingest.ingest(results, pcap=False)
+    assert len(rep.errors) == 1 and "sbd-scores.csv" in rep.errors[0]
+    runs = ingest.load_table(results, "runs").set_index("run_id")
+    assert runs.loc["fixture/scheduler=blest/rep-000", "status"] == "unreadable"
+    assert (runs.drop(index="fixture/scheduler=blest/rep-000")["status"] != "unreadable").all()

@@ -117,3 +117,50 @@ def test_variants_keep_the_experiments_order_and_pair_along_the_first_matrix_key
     old = [("x", {k: v for k, v in camps[0][1].items() if k != "variants"})]
     assert _variant_order(runs, old, "variant")[0] == names[3]
     assert _pairing(old, order) is None
+
+
+def test_the_report_has_no_sbd_section_without_sbd_scores(report):
+    assert "Shared-bottleneck detection" not in report.read_text()
+
+
+def test_the_report_shows_sbd_accuracy_over_time_and_per_variant(tmp_path):
+    """Runs with judged SBD decisions (traces/sbd-scores.csv) and SBD metrics: the
+    section with its figure and a row per variant that has them."""
+    import json
+
+    from mptlab.analysis import report as rep
+    from mptlab.guest.sbdu import Judged, write_scores
+
+    results = tmp_path / "results"
+    shutil.copytree(DATA / "fixture", results / "fixture")
+    runs = results / "fixture" / "runs"
+    for k, run in enumerate(sorted(runs.glob("scheduler=*/rep-*"))):
+        judged = [
+            Judged(3.5 * (i + 1), i, 3.5 * (i + 1) < 30, (i + k) % 4 != 0, 2, 2) for i in range(17)
+        ]
+        write_scores(run / "traces" / "sbd-scores.csv", judged)
+        result = json.loads((run / "result.json").read_text())
+        result["metrics"].update(
+            sbd_accuracy=0.75, sbd_accuracy_shared=0.8, sbd_bottlenecked=1.0, sbd_decisions=17
+        )
+        if k % 2:
+            result["metrics"]["sbd_first_correct_s"] = 7.0
+        (run / "result.json").write_text(json.dumps(result))
+    out = rep.build(
+        results / "fixture",
+        tmp_path / "r.html",
+        metrics=["goodput_mbps"],
+        pcap=False,
+        max_timeseries=0,
+    )
+    text = out.read_text()
+    assert "<h2 id='sbd'>Shared-bottleneck detection</h2>" in text
+    sbd = text.split("<h2 id='sbd'>", 1)[1].split("<h2", 1)[0]
+    assert "data:image/png;base64," in sbd
+    assert (tmp_path / "figures" / "sbd-accuracy.pdf").stat().st_size > 1000
+    for variant in ("scheduler=blest", "scheduler=minrtt"):
+        assert f"<td class='l'>{variant}</td><td class=''>2</td><td class=''>0.75 [0.75, 0.75]" in (
+            sbd
+        )
+    assert "7 <span class='muted'>(n=1)</span>" in sbd  # one run of two detected
+    assert "tcp-wlan" not in sbd  # no SBD in its runs

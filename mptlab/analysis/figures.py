@@ -57,6 +57,8 @@ UNITS = {
     "fec_ratio": "data segments per FEC packet",
     "fec_ratio_mean": "segments",
     "fec_overhead": "share of packets",
+    "sbd_first_correct_s": "s",
+    "sbd_transition_delay_s": "s",
 }
 
 
@@ -333,6 +335,65 @@ def fec_ratio(fr: pd.DataFrame, run_id: str, title: str | None = None, max_socke
         ax.set_ylabel(label("fec_ratio"), fontsize=8)
         ax.set_xlabel("time since workload start [s]")
         fig.suptitle(title or run_id, fontsize=9)
+        fig.tight_layout()
+    return fig
+
+
+def sbd_accuracy(
+    scores: pd.DataFrame, order: list | None = None, bin_s: float = 3.5, by: str = "variant"
+):
+    """Shared-bottleneck detection's accuracy over time (the ``sbd_scores``
+    table, with a ``by`` column): per group, the share of its runs whose
+    decisions in each ``bin_s`` time bin were right (a run with several
+    decisions in a bin counts with its share of right ones), one line per
+    group in ``order``, n (runs) in the legend.  Bins where most decisions
+    (all groups) were taken while the truth was "shared" are shaded, so the
+    shared (SB) and not shared (NSB) phases show.  The caller picks the runs
+    (the report: ok runs of the current attempt)."""
+    has = len(scores) > 0 and by in scores
+    with plt.rc_context(STYLE):
+        fig, ax = plt.subplots(figsize=(6.4, 3.0))
+        drew = False
+        if has:
+            df = scores[["run_id", by, "t", "shared", "right"]].copy()
+            df["bin"] = np.floor(pd.to_numeric(df["t"]) / bin_s).astype(int)
+            shared = df.groupby("bin")["shared"].mean() > 0.5
+            spans: list[list[float]] = []
+            for b in shared[shared].index:
+                if spans and spans[-1][1] == b * bin_s:
+                    spans[-1][1] = (b + 1) * bin_s
+                else:
+                    spans.append([b * bin_s, (b + 1) * bin_s])
+            for i, (lo, hi) in enumerate(spans):
+                ax.axvspan(
+                    lo, hi, color="0.5", alpha=0.15, lw=0, label="truth: shared" if i == 0 else None
+                )
+            keys = order or list(dict.fromkeys(df[by]))
+            for i, k in enumerate(keys):
+                g = df[df[by] == k]
+                if not len(g):
+                    continue
+                per_run = g.groupby(["bin", "run_id"])["right"].mean()
+                share = per_run.groupby(level="bin").mean().sort_index()
+                ax.plot(
+                    (share.index.to_numpy() + 0.5) * bin_s,
+                    share.to_numpy(),
+                    lw=1.2,
+                    marker="o",
+                    ms=2.5,
+                    color=COLORS[i % 10],
+                    label=f"{k} (n={g['run_id'].nunique()})",
+                )
+                drew = True
+        if drew:
+            ax.legend(frameon=False, fontsize=7, loc="lower right")
+        else:
+            _no_data(ax, "SBD decisions")
+        ax.set_ylim(0, 1.02)
+        ax.set_xlim(left=0)
+        ax.set_xlabel("time since workload start [s]")
+        ax.set_ylabel(f"share of runs right ({bin_s:g} s bins)")
+        ax.set_title("Shared-bottleneck detection: accuracy over time", loc="left")
         fig.tight_layout()
     return fig
 

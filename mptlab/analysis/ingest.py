@@ -25,16 +25,18 @@ import numpy as np
 import pandas as pd
 
 from .. import rundir
+from ..guest.sbdu import SCORE_COLUMNS
 from ..rundir import CampaignDir, RunDir, RunDirError
 
 STORE = "analysis"
-SCHEMA = 5  # bump when tables change: the next ingest rebuilds the store
+SCHEMA = 6  # bump when tables change: the next ingest rebuilds the store
 TABLES = [
     "runs",
     "kernel_connections",
     "kernel_subflows",
     "kernel_fec",
     "fec_ratio",
+    "sbd_scores",
     "ss",
     "mptcp",
     "kernel_ofo",
@@ -267,6 +269,9 @@ def read_run(run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = Tr
         )
         fec_ratio["path"] = [_path_of(a, addresses) for a in fec_ratio["saddr"]]
         tables["fec_ratio"] = fec_ratio
+    sbd_scores = _read_sbd_scores(rd.trace(rundir.SBD_SCORES))
+    if sbd_scores is not None and len(sbd_scores):
+        tables["sbd_scores"] = sbd_scores
     # time series from the samplers
     for host in ("client", "server"):
         for kind, table in (("subflows", "ss"), ("mptcp", "mptcp")):
@@ -465,6 +470,29 @@ def _read_fec_ratio(path: Path) -> pd.DataFrame | None:
         return pd.read_csv(path, dtype={"saddr": "string", "daddr": "string"})
     except (ValueError, pd.errors.ParserError) as exc:
         raise IngestError(f"{path}: not an FEC ratio CSV: {exc}") from None
+
+
+def _read_sbd_scores(path: Path) -> pd.DataFrame | None:
+    """``traces/sbd-scores.csv``: the main connection's SBD decisions judged
+    against the truth (``mptlab.guest.sbdu.SCORE_COLUMNS``: ``t`` in s since
+    the workload's start, ``decision``, ``shared``, ``right`` (0/1),
+    ``bottlenecked``, ``subflows``)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    columns = SCORE_COLUMNS.split(",")
+    try:
+        df = pd.read_csv(path)
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise ValueError(f"no column {', '.join(missing)} (expected {SCORE_COLUMNS})")
+        df = df[columns]
+        if df.isna().any().any():
+            raise ValueError("empty cells")
+        for c in columns:
+            df[c] = pd.to_numeric(df[c]).astype(float if c == "t" else "int64")
+    except (ValueError, TypeError, pd.errors.ParserError) as exc:
+        raise IngestError(f"{path}: not an SBD scores CSV: {exc}") from None
+    return df
 
 
 def ofo_bins(events: pd.DataFrame | None, bin_s: float = OFO_BIN_S) -> pd.DataFrame:

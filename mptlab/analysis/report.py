@@ -558,6 +558,8 @@ def build(
             p = figures.save(fig, fig_dir, "fec-ratio-" + run_id.replace("/", "_"))
             parts.append(_img(p["png"], f"FEC ratio, {g}: {run_id}", p["pdf"], out.parent))
         parts.append("</div>")
+    # ---- shared-bottleneck detection (runs with kernel.sbd)
+    parts.append(_sbd_section(root, runs, order, by, notok, fig_dir, out.parent))
     # ---- run health: what the runs cost the host, and which did not end ok
     parts.append(_health_section(runs, order, by, health))
     # ---- pcap cross-check
@@ -819,6 +821,74 @@ def _health_section(runs: pd.DataFrame, order: list, by: str, health: list[str])
         parts.append(
             _summary_table(stats.summarize(runs, health, by=by), by, not_ok_by_group(runs, by))
         )
+    return "".join(parts)
+
+
+# SBD's per-run metrics next to the accuracy (docs/congestion-control.md, "SBD")
+SBD_METRICS = (
+    "sbd_accuracy_shared",
+    "sbd_accuracy_nonshared",
+    "sbd_bottlenecked",
+    "sbd_first_correct_s",
+    "sbd_transition_delay_s",
+)
+
+
+def _sbd_section(
+    root: Path, runs: pd.DataFrame, order: list, by: str, notok: dict, fig_dir: Path, base: Path
+) -> str:
+    """Shared-bottleneck detection (runs with ``traces/sbd-scores.csv``): the
+    share of runs right over time, and per group the run metrics."""
+    scores = ingest.load_table(root, "sbd_scores")
+    if not len(scores):
+        return ""
+    scores = scores[scores["run_id"].isin(runs["run_id"])]
+    if not len(scores):
+        return ""
+    ok = stats.ok_runs(runs)
+    groups = [g for g in order if runs.loc[runs["run_id"].isin(scores["run_id"]), by].eq(g).any()]
+    ok_scores = scores.merge(ok[["run_id", by]], on="run_id")
+    parts = [
+        "<h2 id='sbd'>Shared-bottleneck detection</h2>",
+        "<p class='muted'>The main connection's SBD decisions judged against the truth "
+        "(<code>traces/sbd-scores.csv</code>): a decision is right when it groups every pair "
+        "of subflows as the truth says. Shaded: time bins where the truth was &ldquo;shared"
+        "&rdquo; in most decisions. Ok runs only; the table's means are over runs "
+        "(n where fewer runs have a value).</p><div class='figs'>",
+    ]
+    p = figures.save(figures.sbd_accuracy(ok_scores, groups, by=by), fig_dir, "sbd-accuracy")
+    parts.append(_img(p["png"], "SBD accuracy over time", p["pdf"], base))
+    parts.append("</div>")
+    rows = []
+    for g in groups:
+        sub = ok[ok[by] == g]
+        acc = stats.describe(sub.get("sbd_accuracy", []))
+        cells = [
+            esc(g),
+            str(len(sub)),
+            f"{fmt(acc.mean)} [{fmt(acc.ci_low)}, {fmt(acc.ci_high)}]"
+            + (f" <span class='muted'>(n={acc.n})</span>" if acc.n < len(sub) else "")
+            if acc.n
+            else "-",
+        ]
+        for m in SBD_METRICS:
+            v = pd.to_numeric(sub.get(m, pd.Series(dtype=float)), errors="coerce").dropna()
+            more = f" <span class='muted'>(n={len(v)})</span>" if 0 < len(v) < len(sub) else ""
+            cells.append(fmt(float(v.mean())) + more if len(v) else "-")
+        cells.append(_left_out(notok.get(g, "")))
+        rows.append(cells)
+    parts.append(
+        table(
+            [
+                by,
+                "n (ok runs)",
+                "sbd_accuracy: mean [95 % CI]",
+                *SBD_METRICS,
+                "not ok, left out",
+            ],
+            rows,
+        )
+    )
     return "".join(parts)
 
 

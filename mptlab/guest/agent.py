@@ -577,7 +577,7 @@ def _run(run_dir: RunDir, state: dict) -> int:
                 "settings": applied,
                 # read back from /sys/module: what the modules under test run with
                 "module_params": {
-                    f"mptcp_{name}": modules.read_params(f"mptcp_{name}", params)
+                    modules.module_of(name): modules.read_params(modules.module_of(name), params)
                     for name, params in (
                         (kernel["scheduler"], kernel["scheduler_params"]),
                         (kernel["congestion_control"], kernel.get("congestion_params", {})),

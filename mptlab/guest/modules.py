@@ -22,6 +22,12 @@ _FINIT_MODULE = {"x86_64": 313, "aarch64": 273}.get(platform.machine())
 CC_MODULE = {"olia_sbd": "olia"}
 
 
+def module_of(name: str | None) -> str:
+    """The module a scheduler or congestion control is in: ``mptcp_<name>``,
+    or its host module's (olia_sbd is in mptcp_olia)."""
+    return f"mptcp_{CC_MODULE.get(name or '', name)}"
+
+
 def insmod(path: Path, params: dict[str, object] | None = None) -> None:
     """Load a module file; parameters as ``name=value`` words."""
     words = [f"{k}={v}" for k, v in (params or {}).items()]
@@ -57,7 +63,7 @@ def load_schedulers(
     RuntimeError if ``scheduler`` is not registered afterwards."""
     modules_dir = Path(modules_dir or os.environ[ENV])
     hashes = {}
-    given = {f"mptcp_{scheduler}": params, f"mptcp_{CC_MODULE.get(cc or '', cc)}": cc_params}
+    given = {f"mptcp_{scheduler}": params, module_of(cc): cc_params}
     for ko in sorted(modules_dir.glob("mptcp_*.ko")):
         insmod(ko, given.get(ko.stem))
         hashes[ko.name] = hashlib.sha256(ko.read_bytes()).hexdigest()
