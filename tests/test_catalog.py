@@ -145,7 +145,9 @@ def test_missing_topology_unknown_profile_and_workload(tmp_path):
         Catalog.load(campaign(tmp_path, base)).expand("bad")
     with pytest.raises(
         SpecError,
-        match="unknown topology 'ring'; allowed: nsb-3, nsb-4, nsb-5, sb-3, sb-4, sb-5, shifting, two-path, two-path-direct, two-path-shared",
+        # the shipped topologies, sorted (the list grows with topologies/)
+        match="unknown topology 'ring'; allowed: nsb-3, nsb-4, .*shifting, two-path, "
+        "two-path-direct, two-path-shared$",
     ):
         Catalog.load(campaign(tmp_path, base + "    topology: ring\n")).expand("bad")
     with pytest.raises(
