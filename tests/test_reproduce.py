@@ -373,6 +373,26 @@ def test_level_verdict(paper, mean, lo, hi, band, want):
     assert reproduce.level_verdict(paper, mean, lo, hi, band) == want
 
 
+@pytest.mark.parametrize(
+    "bound,mean,want",
+    [
+        ("at least", 0.74, "reproduced"),  # "over 60 %": far above is still right
+        ("at least", 0.50, "different"),
+        ("at most", 0.50, "reproduced"),
+        ("at most", 0.74, "different"),
+        (None, 0.74, "different"),
+    ],
+)
+def test_a_bound_is_met_from_its_side(bound, mean, want):
+    assert reproduce.level_verdict(0.60, mean, mean - 0.02, mean + 0.02, 0.10, bound) == want
+
+
+def test_a_bound_needs_a_level_claim():
+    with pytest.raises(ValueError, match="bound is a level claim's"):
+        claim(bound="at least")
+    assert level_claim(bound="at least").bound == "at least"
+
+
 def test_a_level_inside_our_ci_is_reproduced_and_shown_without_a_baseline():
     vals = [0.765 + d for d in (-0.05, -0.04, -0.02, -0.01, 0.0, 0.0, 0.01, 0.02, 0.04, 0.05)]
     runs = sbd_runs(vals)

@@ -214,15 +214,20 @@ def verdict(
     return DIRECTION_ONLY
 
 
-def level_verdict(paper: float, mean: float, lo: float, hi: float, band: float) -> str:
+def level_verdict(
+    paper: float, mean: float, lo: float, hi: float, band: float, bound: str | None = None
+) -> str:
     """A level claim's verdict: the paper's value ``paper`` (in the metric's
     unit) against our mean and its CI [lo, hi]: ``reproduced`` if it lies in
     the CI or within ``band`` (relative to the paper's value) of the mean,
-    else ``different``; ``inconclusive`` without a CI (n < 2).  A constant
-    (lo = hi = mean) is held against the band alone."""
+    or, for a bound (``at least`` / ``at most``), if our mean lies beyond it
+    on that side; else ``different``; ``inconclusive`` without a CI (n < 2).
+    A constant (lo = hi = mean) is held against the band alone."""
     if not (math.isfinite(lo) and math.isfinite(hi) and math.isfinite(mean)):
         return INCONCLUSIVE
     if lo <= paper <= hi:
+        return REPRODUCED
+    if (bound == "at least" and mean >= paper) or (bound == "at most" and mean <= paper):
         return REPRODUCED
     # the slack: 0.675 against 0.75 +-10 % is inside, whatever the rounding
     if abs(mean - paper) <= band * abs(paper) + 1e-12 * max(1.0, abs(paper)):
@@ -330,7 +335,7 @@ def _evaluate_level(
         ends = [lo - paper, hi - paper]
     if math.isfinite(lo) and math.isfinite(hi):
         res.ci_low, res.ci_high = ends
-    res.verdict = level_verdict(paper, s.mean, lo, hi, band)
+    res.verdict = level_verdict(paper, s.mean, lo, hi, band, claim.bound)
     what = f"the paper's {_num(paper)}{unit}"
     if res.verdict == INCONCLUSIVE:
         res.why = f"n < 2 in {subj.variant}: no CI"
@@ -642,7 +647,8 @@ def paper_text(claim: Claim) -> str:
     vals = claim.paper_values()
     unit = f" {claim.unit}" if claim.unit else ""
     if claim.is_level and claim.value is not None:
-        return f"{_num(claim.value)}{unit} (level, band +-{claim.size_band() * 100:.3g} %)"
+        bound = f"{claim.bound} " if claim.bound else ""
+        return f"{bound}{_num(claim.value)}{unit} (level, band +-{claim.size_band() * 100:.3g} %)"
     change = pct(claim.paper_change())
     if claim.direction == 0:
         change = f"no difference (+-{claim.tolerance:.0%})"

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
@@ -169,6 +169,11 @@ class Claim(BaseModel):
         description="a level claim (compare with one entry): the paper's value of the "
         "subject, in the paper's unit",
     )
+    bound: Literal["at least", "at most"] | None = Field(
+        None,
+        description="a level claim whose value is a bound ('over 60 %': at least): ours "
+        "meets it from that side too",
+    )
     change: Fraction | None = Field(
         None, description="the paper's relative difference subject vs baseline (-0.08, '-8%')"
     )
@@ -215,6 +220,8 @@ class Claim(BaseModel):
                     "or change"
                 )
             return self
+        if self.bound is not None:
+            raise ValueError("bound is a level claim's (compare with one entry and value)")
         if self.value is not None:
             raise ValueError(
                 "value is a level claim's, with one compare entry ([SUBJECT]); for two "
