@@ -78,6 +78,7 @@ FEC_RATIO_EVENTS: Final = "fec-ratio.csv"  # kernel.fec: the tcp_fec_ratio trace
 SBD_OBSERVATIONS: Final = "sbd-observations.csv"
 SBD_DECISIONS: Final = "sbd-decisions.csv"
 SBD_SCORES: Final = "sbd-scores.csv"  # the main connection's decisions judged against the truth
+SBD_SCORE_COLUMNS: Final = "t,decision,shared,right,bottlenecked,subflows"
 STALL_SNAPSHOT: Final = "stall-snapshot.json"
 # The guest's environment variable holding its boot's attempt id; the agent
 # writes it into result.json and guest-provenance.json, the host into run.json.

@@ -25,7 +25,6 @@ import numpy as np
 import pandas as pd
 
 from .. import rundir
-from ..guest.sbdu import SCORE_COLUMNS
 from ..rundir import CampaignDir, RunDir, RunDirError
 
 STORE = "analysis"
@@ -474,17 +473,19 @@ def _read_fec_ratio(path: Path) -> pd.DataFrame | None:
 
 def _read_sbd_scores(path: Path) -> pd.DataFrame | None:
     """``traces/sbd-scores.csv``: the main connection's SBD decisions judged
-    against the truth (``mptlab.guest.sbdu.SCORE_COLUMNS``: ``t`` in s since
+    against the truth (``rundir.SBD_SCORE_COLUMNS``: ``t`` in s since
     the workload's start, ``decision``, ``shared``, ``right`` (0/1),
     ``bottlenecked``, ``subflows``)."""
     if not path.exists() or path.stat().st_size == 0:
         return None
-    columns = SCORE_COLUMNS.split(",")
+    columns = rundir.SBD_SCORE_COLUMNS.split(",")
     try:
         df = pd.read_csv(path)
         missing = [c for c in columns if c not in df.columns]
         if missing:
-            raise ValueError(f"no column {', '.join(missing)} (expected {SCORE_COLUMNS})")
+            raise ValueError(
+                f"no column {', '.join(missing)} (expected {rundir.SBD_SCORE_COLUMNS})"
+            )
         df = df[columns]
         if df.isna().any().any():
             raise ValueError("empty cells")

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TextIO, cast
 
+from .. import rundir
 from ..spec.plan import NetPlan
 from .sbd import Decision, Detector, Observation, SbdParams
 
@@ -252,7 +253,7 @@ class Judged:
     subflows: int
 
 
-SCORE_COLUMNS = "t,decision,shared,right,bottlenecked,subflows"
+SCORE_COLUMNS = rundir.SBD_SCORE_COLUMNS
 
 
 def judge(
