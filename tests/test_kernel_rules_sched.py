@@ -310,17 +310,20 @@ def test_daps_plans_arrival_order_so_the_receiver_waits_less(guest):
     8 MiB uploads over 3G (5 Mbit/s, 32.5 ms one way, a 100-packet queue)
     + WLAN; the mean time a byte spends in the receiver's MPTCP OFO queue
     (Little's law: the queue's integral over the whole transfer / the
-    bytes).  Measured under virtual time (2026-11-27, kernel
-    afc542660af75907), seeds 1-4, DAPS's wait as a fraction of minRTT's
-    (minRTT: 0.19-0.22 s per byte):
+    bytes).  Measured under virtual time (2026-11-27), seeds 1-4, DAPS's
+    wait as a fraction of minRTT's, on kernel afc542660af75907 and on
+    784556e0370b1926 (patch 0014, which left DAPS's wait as it was,
+    0.071-0.073 s, but moved minRTT's realisations from 0.19-0.22 to
+    0.157-0.165 s per byte):
 
-    | module | DAPS / minRTT |
-    |---|---|
-    | daps (opportunities taken in order of arrival, unsent data capped at one run's share) | 0.32-0.38 (0.071-0.072 s) |
-    | no cap (the module before) | 0.47-0.61 |
-    | capped, planned by departure (t instead of t + D_i) | 0.56-0.66 |
+    | module | DAPS / minRTT, afc54 | 78455 |
+    |---|---|---|
+    | daps (opportunities taken in order of arrival, unsent data capped at one run's share) | 0.32-0.38 | 0.44-0.46 |
+    | no cap (the module before) | 0.47-0.61 | 0.63-0.73 |
+    | capped, planned by departure (t instead of t + D_i) | 0.56-0.66 | 0.75-0.79 |
 
-    The bound, 0.42, sits between the first row and the others.  With the
+    The bound, 0.55, sits between the first row and the others on the
+    current kernel (it was 0.42 on the earlier one).  With the
     3750-packet 3G queue instead the departure-ordered plan came as close
     as the real one in one seed of four (mean OFO 191 KB, clipped at the
     client's exit): the 100-packet queue keeps the delays the plan is made
@@ -332,7 +335,7 @@ def test_daps_plans_arrival_order_so_the_receiver_waits_less(guest):
     # not vacuous: minRTT's queue holds data (a wait of 0.1 s per byte)
     assert wait["minrtt"] > 0.05, r
     assert r["daps"]["last"] == 0 and r["minrtt"]["last"] == 0, r
-    assert wait["daps"] < 0.42 * wait["minrtt"], wait
+    assert wait["daps"] < 0.55 * wait["minrtt"], wait
     # DAPS still uses the slow path (it is not minRTT waiting for WLAN)
     share = r["daps"]["3g-q100"] / (r["daps"]["3g-q100"] + r["daps"]["wlan"])
     assert share > 0.1, r
