@@ -142,8 +142,12 @@ SIGNATURES = [
             # and minrtt_pr's do (2.4-6.1 MB); BLEST's stays at 1.47-1.49
             # (1.32 MB in the 2026-11-27 bench, minrtt_pr 2.34-2.35)
             C("bursts", "bytes_3g_1m", high=1.9e6),
-            # absolute: minRTT, the reference, has two modes here too
-            C("bursts", "bytes_3g_32m", low=4.5e6),  # 5.23-5.25 MB
+            # absolute: minRTT, the reference, has two modes here too, and so
+            # has BLEST: 5.23-5.25 MB in the bench's seeds (kernel afc54),
+            # 2.44 MB in the test's seed on kernel 78455 (patch 0014 moved
+            # the realisation); cp-cons, which keeps off the slow path while
+            # the window cannot cover it, 1.83 MB
+            C("bursts", "bytes_3g_32m", low=2.2e6),
         ),
         neighbour="minrtt_pr",
     ),
