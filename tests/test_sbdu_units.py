@@ -77,7 +77,7 @@ def test_losses_are_the_segments_a_hole_skipped():
 def test_a_queue_that_builds_slowly_and_drains_fast_is_decided_and_sent_to_the_sender():
     """One subflow behind a sawtooth queue (negative skew): after enough
     history a decision puts it in a bottleneck group of its own (id > 0),
-    and the sender's view of it is handed on."""
+    and the receiver's view of it is handed to the kernel, numbered."""
     u = Unit()
     t, seq = 0.0, 0
     for k in range(40_000):  # 40 s at 1000 packets/s
@@ -92,8 +92,10 @@ def test_a_queue_that_builds_slowly_and_drains_fast_is_decided_and_sent_to_the_s
     assert decisions and u.unit.decisions == len(decisions)
     assert decisions[-1]["group"] != "0" and decisions[-1]["path"] == "1"
     assert float(decisions[-1]["t"]) > 1000.0  # the offset applies
-    # the sender's address and port first
-    assert u.applied[-1] == f"10.0.9.2 5201 10.0.1.1 40000 {decisions[-1]['group']}"
+    # the receiver's own address and port first, flow 1, the decision's wire id
+    wire_id = int(decisions[-1]["decision"]) % 0xFFFF + 1
+    assert u.applied[-1] == f"10.0.1.1 40000 10.0.9.2 5201 {decisions[-1]['group']} 1 {wire_id}"
+    assert all(line.split()[-1] != "0" for line in u.applied)  # 0 would mean "no decision"
     obs = u.rows("obs")
     assert obs and float(obs[-1]["skew_est"]) < -0.01 and obs[-1]["bottlenecked"] == "1"
 

@@ -34,17 +34,23 @@
  * Ch. 5.3; Ferlin et al., IFIP Networking 2016): OLIA over S, the subflows
  * that share x's bottleneck, instead of over all of them, and Reno when S
  * is {x}.  Who shares with whom is decided at the receiver (patch 0014's
- * one-way delays, RFC 8382's grouping, mptlab/guest/sbd.py) and written to
- * the parameter sbd_group as "SADDR SPORT DADDR DPORT GROUP", the subflow
- * as the sender sees it: group 0 = not bottlenecked (Reno), g > 0 = shares
- * bottleneck g; "clear" forgets every decision.  A subflow without a
- * decision yet couples with all subflows, as OLIA (the conservative
- * choice; the thesis does not say).  Each subflow publishes its group as
- * its third coupling value, so S is read from the published values.
+ * one-way delays, RFC 8382's grouping, mptlab/guest/sbd.py), which writes
+ * each decision to the parameter sbd_group as "LADDR LPORT RADDR RPORT
+ * GROUP FLOW ID", its own subflow as it sees it: group 0 = not
+ * bottlenecked (Reno), g > 0 = shares bottleneck g; FLOW and ID number the
+ * subflow and the decision.  The receiver's subflow carries the decision
+ * to the sender in patch 0015's option on its next acks, as the thesis's
+ * SBD option did; the sender's olia_sbd reads the last one received.  A
+ * subflow without a decision yet couples with all subflows, as OLIA (the
+ * conservative choice; the thesis does not say).  Each subflow publishes
+ * its group as its third coupling value, so S is read from the published
+ * values.
  */
 #include <linux/inet.h>
 #include <linux/module.h>
-#include <linux/spinlock.h>
+#include <linux/netdevice.h>
+#include <net/inet_hashtables.h>
+#include <net/net_namespace.h>
 #include "cc_util.h"
 
 static uint min_ssthresh = 2;
@@ -56,60 +62,71 @@ struct olia {
 	u64	l1;	/* packets acknowledged between the last two losses */
 	u64	l2;	/* ... since the last loss */
 	s64	acc;	/* window fraction carried, CC_ONE units */
-	u32	sbd_gen;	/* sbd_gen when sbd_group was looked up */
-	u32	sbd_group;	/* olia_sbd: 0 undecided, 1 + the decided group */
 };
 
-/* olia_sbd's decisions, by the sender's view of a subflow */
-#define SBD_FLOWS	64
+/* The established socket @laddr:@lport <- @raddr:@rport of @net, with a
+ * reference.  A subflow the path manager opened from an endpoint with a
+ * device is bound to that device, and the lookup matches a bound socket
+ * only by its device: so each device of the namespace is tried too.
+ * Called under rcu_read_lock().
+ */
+static struct sock *sbd_find(struct net *net, __be32 laddr, u16 lport,
+			     __be32 raddr, u16 rport)
+{
+	struct inet_hashinfo *hashinfo = net->ipv4.tcp_death_row.hashinfo;
+	struct net_device *dev;
+	struct sock *sk;
 
-struct sbd_flow {
-	__be32	saddr, daddr;
-	u16	sport, dport;
-	u32	group;		/* 1 + the decided group */
-};
+	sk = __inet_lookup_established(net, hashinfo, raddr, htons(rport),
+				       laddr, lport, 0, 0);
+	if (sk)
+		return sk;
+	for_each_netdev_rcu(net, dev) {
+		sk = __inet_lookup_established(net, hashinfo, raddr, htons(rport),
+					       laddr, lport, dev->ifindex, 0);
+		if (sk)
+			return sk;
+	}
+	return NULL;
+}
 
-static struct sbd_flow sbd_flows[SBD_FLOWS];
-static int sbd_nflows;
-static atomic_t sbd_gen = ATOMIC_INIT(1);
-static DEFINE_SPINLOCK(sbd_lock);
-
+/* The receiver's side: find the subflow in whichever namespace holds it
+ * (the guest's hosts are namespaces with distinct addresses) and hand it
+ * the decision to carry.  IPv4 only, as mptlab's topologies.  -ENOENT if
+ * no such subflow is established (it closed since its last samples).
+ */
 static int sbd_group_set(const char *val, const struct kernel_param *kp)
 {
-	char sa[16], da[16];
-	struct sbd_flow f;
-	int i, ret = 0;
-	u32 group;
+	__be32 laddr, raddr;
+	u16 lport, rport, id;
+	char la[16], ra[16];
+	int ret = -ENOENT;
+	struct sock *sk = NULL;
+	u8 group, flow;
+	struct net *net;
 
-	if (sysfs_streq(val, "clear")) {
-		spin_lock_bh(&sbd_lock);
-		sbd_nflows = 0;
-		spin_unlock_bh(&sbd_lock);
-		atomic_inc(&sbd_gen);
-		return 0;
-	}
-	if (sscanf(val, "%15s %hu %15s %hu %u", sa, &f.sport, da, &f.dport,
-		   &group) != 5 || group >= U32_MAX ||
-	    !in4_pton(sa, -1, (u8 *)&f.saddr, -1, NULL) ||
-	    !in4_pton(da, -1, (u8 *)&f.daddr, -1, NULL))
+	if (sscanf(val, "%15s %hu %15s %hu %hhu %hhu %hu", la, &lport, ra,
+		   &rport, &group, &flow, &id) != 7 ||
+	    !in4_pton(la, -1, (u8 *)&laddr, -1, NULL) ||
+	    !in4_pton(ra, -1, (u8 *)&raddr, -1, NULL))
 		return -EINVAL;
-	f.group = group + 1;
 
-	spin_lock_bh(&sbd_lock);
-	for (i = 0; i < sbd_nflows; i++)
-		if (sbd_flows[i].saddr == f.saddr &&
-		    sbd_flows[i].sport == f.sport &&
-		    sbd_flows[i].daddr == f.daddr &&
-		    sbd_flows[i].dport == f.dport)
+	down_read(&net_rwsem);
+	rcu_read_lock();
+	for_each_net(net) {
+		sk = sbd_find(net, laddr, lport, raddr, rport);
+		if (sk)
 			break;
-	if (i < SBD_FLOWS) {
-		sbd_flows[i] = f;
-		sbd_nflows = max(sbd_nflows, i + 1);
-	} else {
-		ret = -ENOSPC;
 	}
-	spin_unlock_bh(&sbd_lock);
-	atomic_inc(&sbd_gen);
+	rcu_read_unlock();
+	up_read(&net_rwsem);
+	if (!sk)
+		return ret;
+	if (sk_fullsock(sk) && sk_is_mptcp(sk)) {
+		mptcp_sbd_feedback(sk, mptcp_sbd_pack(group, flow, id));
+		ret = 0;
+	}
+	sock_gen_put(sk);
 	return ret;
 }
 
@@ -118,30 +135,16 @@ static const struct kernel_param_ops sbd_group_ops = {
 };
 
 module_param_cb(sbd_group, &sbd_group_ops, NULL, 0200);
-MODULE_PARM_DESC(sbd_group, "olia_sbd decision: SADDR SPORT DADDR DPORT GROUP (0 = not bottlenecked), or clear");
+MODULE_PARM_DESC(sbd_group, "MPTCP-SBD decision at the receiver: LADDR LPORT RADDR RPORT GROUP (0 = not bottlenecked) FLOW ID");
 
-/* This subflow's decided group (1 + group; 0 undecided), looked up again
- * only after a new decision was written
+/* The sender's side: this subflow's decided group (1 + group; 0 while no
+ * decision has arrived)
  */
-static u32 sbd_lookup(struct sock *sk, struct olia *ca)
+static u32 sbd_group_of(const struct sock *sk)
 {
-	const struct inet_sock *inet = inet_sk(sk);
-	u32 gen = atomic_read(&sbd_gen);
-	int i;
+	u32 d = mptcp_sbd_decision(sk);
 
-	if (ca->sbd_gen == gen)
-		return ca->sbd_group;
-	ca->sbd_group = 0;
-	spin_lock_bh(&sbd_lock);
-	for (i = 0; i < sbd_nflows; i++)
-		if (sbd_flows[i].saddr == inet->inet_saddr &&
-		    sbd_flows[i].sport == inet->inet_num &&
-		    sbd_flows[i].daddr == inet->inet_daddr &&
-		    sbd_flows[i].dport == ntohs(inet->inet_dport))
-			ca->sbd_group = sbd_flows[i].group;
-	spin_unlock_bh(&sbd_lock);
-	ca->sbd_gen = gen;
-	return ca->sbd_group;
+	return d ? 1 + (d >> 24) : 0;
 }
 
 static void olia_init(struct sock *sk)
@@ -219,7 +222,7 @@ static void olia_avoid(struct sock *sk, u32 acked, bool sbd)
 			return;
 	}
 	if (!cc_view_init(sk, &ca->link, &v) || v.n < 2 ||
-	    (sbd && !sbd_keep(&v, sbd_lookup(sk, ca)))) {
+	    (sbd && !sbd_keep(&v, sbd_group_of(sk)))) {
 		tcp_cong_avoid_ai(tp, tcp_snd_cwnd(tp), acked);
 		return;
 	}
@@ -256,7 +259,7 @@ static void olia_in_ack_event(struct sock *sk, u32 flags)
 static void olia_sbd_in_ack_event(struct sock *sk, u32 flags)
 {
 	struct olia *ca = inet_csk_ca(sk);
-	u64 priv[MPTCP_CC_PRIV] = { ca->l1, ca->l2, sbd_lookup(sk, ca) };
+	u64 priv[MPTCP_CC_PRIV] = { ca->l1, ca->l2, sbd_group_of(sk) };
 
 	cc_link_publish(sk, &ca->link, priv);
 }

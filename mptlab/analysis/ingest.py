@@ -342,11 +342,16 @@ NSTAT_COLUMNS = ["host", "mib", "counter", "name", "start", "end", "delta", "kin
 #   longer than its RTO (patch 0012), per host: the ECF paper's "initial
 #   window resets" are the data sender's (the server in a download); the
 #   client's are its requests after idle periods.
+# - sbd_feedback_*: MPTCP-SBD's decisions on the wire (patch 0015): options
+#   the receiver's subflows sent, and the sender's parsed (each decision rides
+#   on three segments of each subflow).
 COUNTER_COLUMNS: dict[str, tuple[str, str, tuple[str, ...] | None]] = {
     "or_resent_segs": ("MPTcpExt", "OppRetrans", None),
     "or_resent_bytes": ("MPTcpExt", "OppRetransBytes", None),
     "cwnd_restarts_server": ("TcpExt", "TCPCwndRestart", ("server",)),
     "cwnd_restarts_client": ("TcpExt", "TCPCwndRestart", ("client",)),
+    "sbd_feedback_sent": ("MPTcpExt", "SbdTx", None),
+    "sbd_feedback_received": ("MPTcpExt", "SbdRx", None),
 }
 
 

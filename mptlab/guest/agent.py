@@ -347,6 +347,7 @@ def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
             "owd_samples": unit.samples,
             "decisions": unit.decisions,
             "apply_errors": unit.apply_errors[:10],
+            "apply_gone": unit.apply_gone,
         }
         if not unit.samples:
             ctx.log("SBD: no one-way delay samples (no MPTCP data received?)")

@@ -8,13 +8,14 @@ send microsecond timestamps).  ``tracepoints.TraceReader`` hands those lines
 to ``SbdUnit.feed``; for every MPTCP connection (token) a
 ``mptlab.guest.sbd.Detector`` turns the delays and the losses into RFC 8382
 observations every T and a decision every 10 observations.  Each decision
-goes to the sender at once: written to olia_sbd's parameter ``sbd_group``
-(kernel/modules/mptcp_olia.c), one line per subflow as the sender sees it.
+goes to the receiver's kernel at once: written to olia_sbd's parameter
+``sbd_group`` (kernel/modules/mptcp_olia.c), one line per subflow as the
+receiver sees it, with the subflow's number and the decision's; the subflow
+carries it to the sender in kernel patch 0015's MPTCP option on its next
+three segments (acks), as the thesis's SBD option did, and the sender's
+olia_sbd follows the last one that arrived.
 
 What differs from the thesis (docs/congestion-control.md, "SBD"):
-- the decision reaches the sender through the guest's one kernel, not in an
-  MPTCP option on ACKs: no signalling delay (the thesis's: about one RTT in
-  3.5 s) and no option bytes;
 - losses are the holes in each subflow's sequence numbers as the receiver
   sees them (a segment beyond the highest one seen counts the segments it
   skipped), not counts the sender signals in its timestamp option;
@@ -114,6 +115,7 @@ class SbdUnit:
         self.token_samples: dict[str, int] = {}  # the connection that received most is the main one
         self.decisions = 0
         self.apply_errors: list[str] = []
+        self.apply_gone = 0  # decisions for subflows that had closed
 
     def feed(self, lines: list[str]) -> list[str]:
         """Take the OWD events out of ftrace text ``lines``; returns the other lines."""
@@ -171,16 +173,24 @@ class SbdUnit:
     def _decision(self, token: str, dec: Decision, offset: float) -> None:
         self.decisions += 1
         flows = cast(dict[Flow, int], dict(dec.groups))  # the keys fed in are Flows
-        for flow, group in sorted(flows.items()):
+        # the option's decision id is 16 bits and never 0 (0 = no decision)
+        wire_id = dec.decision_id % 0xFFFF + 1
+        for number, (flow, group) in enumerate(sorted(flows.items()), 1):
             self.dec_out.write(
                 f"{dec.t + offset:.6f},{token},{dec.decision_id},{self._where(flow)},{group}\n"
             )
             _token, saddr, sport, daddr, dport = flow
-            # the sender's view: its address and port are the receiver's peer
+            # the receiver's own view of its subflow: the kernel finds it by that
+            line = f"{saddr} {sport} {daddr} {dport} {group} {number} {wire_id}"
             try:
-                self.apply(f"{daddr} {dport} {saddr} {sport} {group}")
+                self.apply(line)
+            except FileNotFoundError:
+                # the kernel has no such established subflow: it closed after
+                # its last samples (seen: the second subflow of iperf3's control
+                # connection); counted, not an error of the decision path
+                self.apply_gone += 1
             except OSError as exc:
-                self.apply_errors.append(str(exc))
+                self.apply_errors.append(f"{line}: {exc}")
         self.dec_out.flush()
 
     def close(self) -> None:
