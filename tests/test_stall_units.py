@@ -549,22 +549,30 @@ def test_kernel_counter_columns_sum_their_hosts_and_are_unknown_without_the_coun
 
     both = {
         "server": snap(
-            {"OppRetrans": 2, "OppRetransBytes": 2800, "MPTCPRetrans": 9},
-            {"OppRetrans": 14, "OppRetransBytes": 19600, "MPTCPRetrans": 240},
+            {"OppRetrans": 2, "OppRetransBytes": 2800, "MPTCPRetrans": 9, "SbdTx": 0, "SbdRx": 0},
+            {
+                "OppRetrans": 14,
+                "OppRetransBytes": 19600,
+                "MPTCPRetrans": 240,
+                "SbdTx": 3,
+                "SbdRx": 6,
+            },
             restarts=(3, 40),
         ),
         "client": snap(
-            {"OppRetrans": 0, "OppRetransBytes": 0},
-            {"OppRetrans": 1, "OppRetransBytes": 1400},
+            {"OppRetrans": 0, "OppRetransBytes": 0, "SbdTx": 0, "SbdRx": 1},
+            {"OppRetrans": 1, "OppRetransBytes": 1400, "SbdTx": 6, "SbdRx": 4},
             restarts=(0, 5),
         ),
     }
-    # the re-sends summed over both hosts, the restarts per host
+    # the re-sends and SBD options summed over both hosts, the restarts per host
     assert counter_columns({"nstat": both}) == {
         "or_resent_segs": 13.0,
         "or_resent_bytes": 18200.0,
         "cwnd_restarts_server": 37.0,
         "cwnd_restarts_client": 5.0,
+        "sbd_feedback_sent": 9.0,
+        "sbd_feedback_received": 9.0,
     }
     # a kernel before patches 0011 / 0012 has no such counter: unknown, not 0
     old = {"server": {"start": {"MPTcpExt": {"MPTCPRetrans": 9}}, "end": {"MPTcpExt": {}}}}
