@@ -18,6 +18,8 @@ help:
 	@echo "make docker                                           the Docker image 'mptlab' (docs/deployment.md)"
 	@echo "make bench                                            benchmarks -> docs/benchmarks.md"
 	@echo "make lint                                             ruff, mypy, checkpatch"
+	@echo "make nightly [NIGHTLY='a b'] [NIGHTLY_HOOK=cmd]        one night of regression runs + trend pages"
+	@echo "make nightly-timer                                    install + start the systemd timer for it"
 
 deps:
 	@scripts/install-deps.sh
@@ -77,15 +79,24 @@ format: venv
 bench: venv kernel
 	$(PY) -m bench.run $(ARGS)
 
-# Nightly regression check: run NIGHTLY, compare it with the accepted baseline
-# under results/nightly/ (rules: compare-rules.yaml), keep a history there.
-# The first run becomes the baseline; accept a later one with
+# Nightly regression runs: run the set NIGHTLY, compare each experiment with
+# its accepted baseline and the previous night under results/nightly/ (rules:
+# compare-rules.yaml), keep the history, write the trend pages
+# (results/nightly/site/index.html); NIGHTLY_HOOK runs when a night regressed
+# (the findings on its stdin).  The first night becomes the baseline; accept
+# a later one with
 #   .venv/bin/mptlab nightly --accept [STAMP]
+# `make nightly-timer` installs a systemd timer that runs this every night
+# (docs/deployment.md, "Nightly regression runs").
 NIGHTLY ?= blest-3g-wlan
-NIGHTLY_ARGS ?= --reps 5 --quick --jobs 2
-.PHONY: nightly
+NIGHTLY_ARGS ?= --reps 5 --quick --jobs 2 --publish
+NIGHTLY_HOOK ?=
+.PHONY: nightly nightly-timer
 nightly: venv kernel
-	$(VENV)/bin/mptlab nightly $(NIGHTLY) $(NIGHTLY_ARGS)
+	$(VENV)/bin/mptlab nightly $(NIGHTLY) $(NIGHTLY_ARGS) $(if $(NIGHTLY_HOOK),--on-regression "$$NIGHTLY_HOOK")
+
+nightly-timer:
+	@scripts/install-nightly-timer.sh
 
 clean:
 	rm -rf build .pytest_cache

@@ -5,7 +5,8 @@ mptlab show NAME [--file F]         every run an experiment expands to
 mptlab validate FILE                check a campaign, topology or profiles file
 mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--retry-failed]
                      [--retry-starved] [--cluster ADDRESS] [--clock real|virtual]
-mptlab nightly NAME [run options] | --accept [S]   run, compare with the baseline, record
+mptlab nightly NAME... [--publish] | --accept [S]  the nightly set: run, compare, record, publish
+mptlab bisect NAME --good REV --bad REV            the first commit that changed a result
 mptlab ingest|query|stats|report|reproduce|compare|pcap ...  analysis (mptlab.analysis.cli)
 mptlab reproduce --all [--results ROOT] [--run --reps N]   one page over every paper's claims
 """
@@ -23,6 +24,7 @@ from .campaign.boot import ConfinementError
 from .campaign.cluster import ClusterError
 from .campaign.kernel import KernelNotBuilt
 from .campaign.runner import CampaignLocked
+from .nightly import bisect as bisect_cmd
 from .rundir import CLOCKS
 from .spec import cliargs
 from .spec.catalog import Catalog, file_kind
@@ -185,18 +187,25 @@ def _reproduce_all(**options):
 def cmd_nightly(args) -> int:
     root = Path(args.root) if args.root else nightly.default_root()
     if args.accept is not None:
-        camp = nightly.accept(root, args.accept or None)
-        print(f"nightly: baseline is now {camp}")
+        for camp in nightly.accept(root, args.accept or None):
+            print(f"nightly: baseline of {camp.name} is now {camp}")
         return 0
     if not args.name:
-        raise SpecError("mptlab nightly: give an experiment NAME (or --accept [STAMP])")
-    (experiment,) = _experiments(args.name, args.file)
+        if args.publish:
+            print(f"nightly: trend pages {nightly.publish_site(root)}")
+            return 0
+        raise SpecError(
+            "mptlab nightly: give experiment NAMEs (or --accept [STAMP], or --publish alone)"
+        )
+    exps = [e for name in args.name for e in _experiments(name, args.file)]
     return nightly.run(
-        experiment,
+        exps,
         root,
         rules=Path(args.rules) if args.rules else None,
         strict=args.strict,
         pcap=not args.no_pcap,
+        on_regression=args.on_regression,
+        publish=args.publish,
         jobs=args.jobs,
         quick=args.quick,
         repetitions=args.reps,
@@ -278,8 +287,10 @@ def parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_run)
 
-    p = sub.add_parser("nightly", help="run a campaign and compare it with the accepted baseline")
-    p.add_argument("name", nargs="?", help="experiment name (or a campaign file with one)")
+    p = sub.add_parser(
+        "nightly", help="run the nightly set, compare with baselines and history, publish"
+    )
+    p.add_argument("name", nargs="*", help="experiment names (or campaign files): the nightly set")
     p.add_argument(
         "--accept",
         nargs="?",
@@ -291,7 +302,20 @@ def parser() -> argparse.ArgumentParser:
     _run_options(p)
     p.add_argument("--strict", action="store_true")
     p.add_argument("--no-pcap", action="store_true")
+    p.add_argument(
+        "--publish",
+        action="store_true",
+        help="write the trend pages (ROOT/site) after the night; alone: only them",
+    )
+    p.add_argument(
+        "--on-regression",
+        metavar="CMD",
+        help="shell command run when the night regressed: findings on stdin, "
+        "$MPTLAB_NIGHT and $MPTLAB_FINDINGS set",
+    )
     p.set_defaults(func=analysis_cli.bad_input_is_spec_error(cmd_nightly))
+
+    bisect_cmd.add_parser(sub)
 
     analysis_cli.add_subcommands(
         sub,

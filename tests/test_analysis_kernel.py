@@ -59,10 +59,17 @@ def test_nightly_makes_a_baseline_then_compares_and_keeps_a_history(tmp_path, mp
     assert history[1]["baseline"] == baseline
     night = root / history[1]["stamp"]
     assert (
-        "ok_rate" in (night / "compare.txt").read_text()
-        and (night / "report.html").stat().st_size > 10_000
+        "ok_rate" in (night / "pcap-check.compare.txt").read_text()
+        and (night / "pcap-check.html").stat().st_size > 10_000
     )
+    # the history store holds both nights, every run counted
+    from mptlab.nightly import history as store
+
+    past = store.load(root)
+    assert sorted(set(past["stamp"])) == [h["stamp"] for h in history[:2]]
+    assert (past.loc[past["metric"] == "ok_rate", "n_runs"] == 1).all()
     # accepting the second night makes it the baseline
     acc = mptlab("nightly", "--root", root, "--accept")
     assert acc.returncode == 0, acc.stderr
+    assert "baseline of pcap-check is now" in acc.stdout
     assert (root / "baseline").read_text().strip() == history[1]["campaign"]

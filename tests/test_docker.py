@@ -191,3 +191,56 @@ def test_a_campaign_runs_on_a_compose_dask_cluster_of_two_workers(image, tmp_pat
     finally:
         down = compose_run("--profile", "cluster", "down", "-v", "--remove-orphans")
         assert down.returncode == 0, down.stderr
+
+
+NIGHTLY_CAMPAIGN = textwrap.dedent(
+    """\
+    experiments:
+      docker-nightly:
+        topology: two-path
+        paths: [wlan, 3g]
+        kernel: {path_manager: {subflows: 2, add_addr_accepted: 2}}
+        workload: {type: bulk, duration: 3s}
+        repetitions: 2
+        timeout: 90s
+    """
+)
+
+
+def test_the_compose_nightly_profile_runs_a_night(image, tmp_path):
+    """`docker-compose --profile nightly` (scripts/nightly-loop.sh): one night
+    now (NIGHTLY_ONCE=1) of a set given by a campaign file in the results
+    volume: the first night becomes the baseline, the history and the trend
+    pages land in results/nightly."""
+    compose = ["docker-compose", "-f", str(REPO / "docker-compose.yml")]
+    project = ["-p", f"mptlabnightly{os.getpid()}"]
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "nightly.yaml").write_text(NIGHTLY_CAMPAIGN)
+    env = {
+        **os.environ,
+        "MPTLAB_IMAGE": image,
+        "MPTLAB_RESULTS": str(results),
+        "MPTLAB_SHM": "2g",
+        "MPTLAB_SECCOMP": str(SECCOMP),
+        "NIGHTLY": "/mptlab/results/nightly.yaml",
+        "NIGHTLY_ARGS": "--jobs 2 --no-pcap",
+        "NIGHTLY_ONCE": "1",
+    }
+    run = [*compose, *project, "--profile", "nightly", "run", "--rm", "nightly"]
+    try:
+        proc = subprocess.run(run, capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
+        assert proc.returncode == 0, f"{_tail(proc.stdout)}\n{_tail(proc.stderr)}"
+        assert "is now the baseline" in proc.stdout, proc.stdout
+        root = results / "nightly"
+        assert (root / "site" / "index.html").stat().st_size > 1000
+        assert len(list((root / "history").glob("*.parquet"))) == 1
+        (night,) = [p for p in root.iterdir() if p.name[:1].isdigit()]
+        assert len(_ok_runs(night / "docker-nightly")) == 2
+    finally:
+        subprocess.run(
+            [*compose, *project, "--profile", "nightly", "down", "-v", "--remove-orphans"],
+            capture_output=True,
+            env=env,
+            cwd=REPO,
+        )

@@ -2,6 +2,7 @@
 
 mptlab ingest DIR [--force] [--no-pcap]           run dirs -> DIR/analysis/*.parquet
 mptlab query SQL [-d DIR] [--csv]                  DuckDB SQL over the tables
+mptlab query --history [ROOT] SQL                  ... over the nightly history
 mptlab stats DIR [--metric M] [--reference V]      n, mean, median, sd, CI; differences; reps
 mptlab report DIR [--out FILE]                     self-contained HTML report
 mptlab reproduce NAME|DIR [DIR] [--file F]         the paper's claims (expect:) against the runs
@@ -80,6 +81,8 @@ def cmd_query(args) -> int:
 
     from . import ingest
 
+    if args.history is not None:
+        return _query_history(Path(args.history), args.sql, args.format)
     root = _dir(args.dir)
     if not args.no_ingest:
         rep = ingest.ingest(root, pcap=not args.no_pcap)
@@ -102,6 +105,35 @@ def cmd_query(args) -> int:
         print(f"mptlab query: {exc}", file=sys.stderr)
         return 2
     _print_df(df, args.format)
+    return 0
+
+
+# the nightly history's files under its root (written by mptlab.nightly.history)
+HISTORY_GLOB = "history/*.parquet"
+
+
+def _query_history(root: Path, sql: str | None, fmt: str) -> int:
+    """``mptlab query --history [ROOT] SQL``: the view ``history`` over every
+    night's per-variant statistics (docs/deployment.md, "Nightly")."""
+    import duckdb
+
+    if not any(root.glob(HISTORY_GLOB)):
+        raise SpecError(f"{root}: no nightly history ({HISTORY_GLOB}); run `mptlab nightly` first")
+    con = duckdb.connect()
+    pattern = str(root / HISTORY_GLOB).replace("'", "''")
+    con.execute(
+        f"CREATE VIEW history AS SELECT * FROM read_parquet('{pattern}', union_by_name=true)"
+    )
+    sql = (
+        sql
+        or "SELECT stamp, experiment, variant, metric, median, ci_lo, ci_hi, n, n_runs FROM history ORDER BY stamp, experiment, variant, metric"
+    )
+    try:
+        df = con.execute(sql).df()
+    except duckdb.Error as exc:
+        print(f"mptlab query: {exc}", file=sys.stderr)
+        return 2
+    _print_df(df, fmt)
     return 0
 
 
@@ -393,6 +425,13 @@ def add_subcommands(
     )
     p.add_argument("-d", "--dir", default=str(results), help=f"results dir (default: {results})")
     p.add_argument("--tables", action="store_true", help="list the tables and their columns")
+    p.add_argument(
+        "--history",
+        nargs="?",
+        const=str(results / "nightly"),
+        help=f"query the nightly history (view `history`) under this root "
+        f"(default: {results / 'nightly'}) instead of campaigns",
+    )
     p.add_argument("--no-ingest", action="store_true", help="query the store as it is")
     p.add_argument("--no-pcap", action="store_true", help="ingest without packet captures")
     p.add_argument("--format", **fmt)

@@ -250,6 +250,12 @@ def reps_needed(
 
 
 # ------------------------------------------------------------ tables of runs
+# Measured on the host, not in the guest: they differ between runs that are
+# otherwise identical under virtual time (the host's load), so comparisons
+# that mean "the same numbers" (nightly's exact check, bisect) leave them out.
+HOST_MEASURED = frozenset({"host_cpu_s", "host_cpu_wait_s", "host_cpu_wait_share"})
+
+
 def metric_columns(runs: pd.DataFrame) -> list[str]:
     """Numeric measurement columns of a runs table (workload metrics first)."""
     if not len(runs):

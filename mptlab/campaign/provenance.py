@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 from .. import home
 
@@ -33,11 +34,15 @@ def host_tools() -> dict[str, str]:
 
 
 def git_commit() -> str:
-    """The checkout's commit, ``-dirty`` if the tree has changes; outside a
-    checkout (an installed package, the Docker image, which has no .git)
-    ``$MPTLAB_GIT_COMMIT`` if set (the image sets it at build time), else
-    ``unknown``."""
-    root = home.checkout()
+    """The checkout's commit, ``-dirty`` if the tree has changes: the
+    checkout ``$MPTLAB_HOME`` names if it is one (its modules, patches and
+    experiments are what the runs used: ``mptlab bisect`` and nightly runs
+    of another checkout set it), else the one this package runs from.
+    Outside a checkout (an installed package, the Docker image, which has no
+    .git) ``$MPTLAB_GIT_COMMIT`` if set (the image sets it at build time),
+    else ``unknown``."""
+    env = os.environ.get("MPTLAB_HOME")
+    root = Path(env) if env and (Path(env) / ".git").exists() else home.checkout()
     if root is None or not (root / ".git").exists():
         return os.environ.get("MPTLAB_GIT_COMMIT") or "unknown"
     try:
