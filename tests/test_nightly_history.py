@@ -393,3 +393,13 @@ def test_latest_findings_judge_a_night_by_what_was_known_that_night():
     seventh = s["stamp"].iloc[6]
     assert [f.stamp for f in detect.latest_findings(s, seventh)] == [seventh]
     assert [f for f in detect.steps(s) if f.stamp == seventh] == []
+
+
+def test_a_negligible_exact_move_is_a_change_not_a_regression():
+    """duration_s of a fixed-length run moves by microseconds when anything
+    changes: reported (exact), but as "changed", with no direction."""
+    from mptlab.nightly.detect import _exact_kind
+
+    assert _exact_kind("lower", 4.00005, 4.000052) == "changed"
+    assert _exact_kind("lower", 4.0, 4.01) == "regressed"
+    assert _exact_kind("higher", 6.88, 5.04) == "regressed"
