@@ -24,7 +24,7 @@ publish = importlib.import_module("mptlab.nightly.publish")
 # history.py's schema (its docstring), in its order
 COLUMNS = [
     *("stamp", "time", "experiment", "campaign", "report", "commit", "kernel_key"),
-    *("modules_key", "clock", "seeds", "variant", "metric", "better", "n", "n_runs"),
+    *("modules_key", "clock", "seed", "seeds", "variant", "metric", "better", "n", "n_runs"),
     *("n_failed", "n_stalled", "median", "ci_lo", "ci_hi", "mean", "values"),
 ]
 STAMPS = [f"2024050{d}-020000" for d in range(1, 7)]

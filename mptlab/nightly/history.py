@@ -16,6 +16,7 @@ One row per night x experiment x variant x metric, with these columns
     kernel_key    str    the kernel build's cache key
     modules_key   str    the modules build's key (basename of its dir)
     clock         str    virtual | real | mixed
+    seed          str    the campaign seed (``mptlab run --seed``: run order and per-run seeds)
     seeds         str    hash of the runs' (variant, repetition, seed): equal -> same runs
     variant       str
     metric        str    a runs-table column (or ok_rate)
@@ -57,6 +58,7 @@ COLUMNS: tuple[str, ...] = (
     "kernel_key",
     "modules_key",
     "clock",
+    "seed",
     "seeds",
     "variant",
     "metric",
@@ -222,7 +224,7 @@ def stamp_time(stamp: str) -> str:
 
 
 def provenance(info: dict, runs: pd.DataFrame | None = None) -> dict[str, str]:
-    """commit, kernel_key, modules_key and clock from campaign.json."""
+    """commit, kernel_key, modules_key, clock and the campaign seed from campaign.json."""
     kernel = info.get("kernel") or {}
     clocks = set(info.get("clocks") or [])
     if not clocks and runs is not None and "clock" in runs:
@@ -234,6 +236,7 @@ def provenance(info: dict, runs: pd.DataFrame | None = None) -> dict[str, str]:
         "kernel_key": str(kernel.get("kernel_key") or ""),
         "modules_key": Path(str(kernel.get("modules_dir") or "")).name,
         "clock": clocks.pop() if len(clocks) == 1 else "mixed",
+        "seed": str(info.get("order_seed", "")),
     }
 
 
