@@ -78,6 +78,17 @@ def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path, kerne
         assert result["fidelity"]["ktrace_lost_events"] == 0
         assert result["fidelity"]["sampler_lateness"]["n"] > 10
     assert spec["seed"] != json.loads((runs[0] / "spec.json").read_text())["seed"]
+    # the figure of merit: printed, and kept in the invocation's entry
+    cost = campaign["invocations"][-1]["cost"]
+    guest = sum(
+        json.loads((r / "result.json").read_text())["finished"]
+        - json.loads((r / "result.json").read_text())["started"]
+        for r in runs
+    )
+    assert cost["runs"] == 2 and cost["guest_s"] == pytest.approx(guest, abs=0.01)
+    assert cost["host_cpu_s"] > 0 and cost["wall_s"] > 0
+    assert cost["guest_per_wall_s"] == pytest.approx(cost["guest_s"] / cost["wall_s"], rel=0.01)
+    assert f"e2e: cost: {cost['guest_s']:.0f} s of experiment (guest time)" in p.stdout
 
 
 @pytest.mark.parametrize("clock", ["real", "virtual"])

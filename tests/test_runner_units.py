@@ -123,3 +123,36 @@ def test_a_campaign_of_some_variants_keeps_the_others_it_recorded(tmp_path):
     assert recorded(names) == names  # the whole experiment: its order
     assert recorded(names[1:2]) == names  # a part later: the others stay, in place
     assert recorded(names[:1]) == names
+
+
+def test_the_figure_of_merit_counts_this_invocations_runs_failed_ones_too():
+    import io
+
+    from mptlab.campaign.execute import guest_seconds
+    from mptlab.campaign.progress import summary
+
+    report = CampaignReport(
+        outcomes=[
+            Outcome("a/rep-000", "ok", seconds=20, guest_s=90.0, host_cpu_s=15.0),
+            Outcome("a/rep-001", "failed", "x", seconds=10, guest_s=30.0, host_cpu_s=5.0),
+            Outcome("a/rep-002", "ok", seconds=20, previous=True, guest_s=90.0, host_cpu_s=15.0),
+        ],
+        wall_s=25.0,
+    )
+    cost = report.cost()
+    assert cost == {
+        "runs": 2,
+        "guest_s": 120.0,
+        "wall_s": 25.0,
+        "host_cpu_s": 20.0,
+        "guest_per_wall_s": 4.8,
+        "guest_per_cpu_s": 6.0,
+    }
+    out = io.StringIO()
+    summary("a", "/x", report, out=out)
+    assert "a: cost: 120 s of experiment (guest time) in 25 s wall (4.8 per wall-s)" in (
+        out.getvalue()
+    )
+    # the guest's own clock, boot excluded; nothing when the agent wrote no times
+    assert guest_seconds({"started": 100.0, "finished": 190.5}) == 90.5
+    assert guest_seconds({"started": 100.0}) is None and guest_seconds(None) is None

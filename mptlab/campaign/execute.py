@@ -36,6 +36,8 @@ class Outcome:
     previous: bool = False  # finished in an earlier invocation
     cpu_wait_share: float | None = None  # host CPU wait / run time (run.json)
     clock: Clock = "real"
+    guest_s: float | None = None  # the experiment's guest time (result.json started -> finished)
+    host_cpu_s: float | None = None  # host CPU the guest spent (run.json)
 
     @property
     def starved(self) -> bool:
@@ -114,6 +116,8 @@ def _execute(
         seconds,
         cpu_wait_share=wait_share(res.cpu_wait_s, seconds),
         clock=clock,
+        guest_s=guest_seconds(result),
+        host_cpu_s=res.cpu_s,
     )
     run_dir.write_run_info(
         {
@@ -141,6 +145,17 @@ def _execute(
         }
     )
     return outcome
+
+
+def guest_seconds(result: dict | None) -> float | None:
+    """The guest time the agent spent on the run (boot excluded), from its
+    result.json: the experiment's seconds, as the guest's clock counts them."""
+    if not result:
+        return None
+    a, b = result.get("started"), result.get("finished")
+    if isinstance(a, int | float) and isinstance(b, int | float) and b >= a:
+        return float(b - a)
+    return None
 
 
 def previous(run: RunSpec, info: dict) -> Outcome:

@@ -79,6 +79,15 @@ def summary(name: str, out_dir, report: CampaignReport, out: TextIO | None = Non
     reused = sum(o.previous for o in report.outcomes)
     not_ok = f"{len(report.failed)} not ok" + (f" ({report.breakdown()})" if report.failed else "")
     print(f"{name}: {ok} ok, {not_ok} ({reused} from earlier invocations) in {out_dir}", file=out)
+    cost = report.cost()
+    if cost["runs"] and cost["guest_s"]:
+        per_cpu = f" ({cost['guest_per_cpu_s']:.1f} per CPU-s)" if cost["guest_per_cpu_s"] else ""
+        print(
+            f"{name}: cost: {cost['guest_s']:.0f} s of experiment (guest time) in "
+            f"{cost['wall_s']:.0f} s wall ({cost['guest_per_wall_s']:.1f} per wall-s) and "
+            f"{cost['host_cpu_s']:.0f} s of host CPU{per_cpu}, {cost['runs']} runs",
+            file=out,
+        )
     for o in report.failed:  # failed, stalled, timeout, ...: each by name
         print(f"  {o.status}: {o.run_id}: {o.reason}", file=out)
     for notice in report.notices:

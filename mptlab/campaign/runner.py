@@ -126,6 +126,23 @@ class CampaignReport:
     total: int = 0  # runs of the campaign
     stopped: str | None = None  # the signal (or reason) that stopped the campaign
     interrupted: list[str] = field(default_factory=list)  # runs killed by the stop
+    wall_s: float = 0.0  # this invocation's wall time running its runs
+
+    def cost(self) -> dict:
+        """The figure of merit of this invocation (issue 26): guest seconds of
+        experiment per wall second and per host-CPU second, over the runs it
+        ran (not those finished earlier), failed ones included."""
+        mine = [o for o in self.outcomes if not o.previous]
+        guest = sum(o.guest_s or 0.0 for o in mine)
+        cpu = sum(o.host_cpu_s or 0.0 for o in mine)
+        return {
+            "runs": len(mine),
+            "guest_s": round(guest, 3),
+            "wall_s": round(self.wall_s, 3),
+            "host_cpu_s": round(cpu, 3),
+            "guest_per_wall_s": round(guest / self.wall_s, 3) if self.wall_s else None,
+            "guest_per_cpu_s": round(guest / cpu, 3) if cpu else None,
+        }
 
     @property
     def failed(self) -> list[Outcome]:
@@ -270,6 +287,14 @@ class Campaign:
             }
         )
 
+    def _record_cost(self, report: CampaignReport) -> None:
+        """This invocation's figure of merit into its entry of campaign.json."""
+        info = self.dir.info()
+        if not info or not info.get("invocations"):
+            return
+        info["invocations"][-1]["cost"] = report.cost()
+        self.dir.write_info(info)
+
     def _variants(self, previous_info: dict) -> list[dict]:
         """This invocation's variants after those an earlier one recorded (an
         invocation may run some variants only: ``mptlab run --variant``)."""
@@ -349,7 +374,10 @@ class Campaign:
         if not self.cluster:
             check_confinement()  # before anything is written: a clear error, not N crashed runs
         with CampaignLock(self.out_dir), self._stop_on_signals():
+            t0 = time.monotonic()
             report = self._run()
+            report.wall_s = time.monotonic() - t0
+            self._record_cost(report)
         report.stopped = self.stopped
         if not confined() and not self.cluster:
             report.notices.append(
