@@ -136,8 +136,10 @@ NEGLIGIBLE = 1e-4
 
 
 def _exact_kind(better: str, before: float, after: float) -> Kind:
-    if math.isfinite(before) and math.isfinite(after) and math.isclose(
-        before, after, rel_tol=NEGLIGIBLE, abs_tol=0.0
+    if (
+        math.isfinite(before)
+        and math.isfinite(after)
+        and math.isclose(before, after, rel_tol=NEGLIGIBLE, abs_tol=0.0)
     ):
         return "changed"
     return _kind(better, before, after)
