@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 NAME ?=
 ARGS ?=
 
-.PHONY: help deps docker-deps docker venv kernel modules experiment test test-unit test-kernel lint format bench clean
+.PHONY: help deps docker-deps slurm-deps docker venv kernel modules experiment test test-unit test-kernel lint format bench clean
 
 help:
 	@echo "make experiment NAME=<name> [ARGS='--reps 5 --quick']   run a named experiment"
@@ -26,6 +26,9 @@ deps:
 
 docker-deps:
 	@scripts/install-deps.sh docker
+
+slurm-deps:
+	@scripts/install-deps.sh slurm
 
 # The image, from a debootstrapped Debian 12 and the cached kernel
 # (scripts/docker-build.sh; needs a running engine: dockerd or systemctl).
@@ -57,7 +60,7 @@ experiment: venv kernel
 	$(VENV)/bin/mptlab run $(NAME) $(ARGS)
 
 # docker-deps: the `docker` tests build and run the image (tests/test_docker.py)
-test: venv kernel docker-deps
+test: venv kernel docker-deps slurm-deps
 	$(PY) -m pytest $(ARGS)
 
 test-unit: venv

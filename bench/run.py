@@ -19,6 +19,7 @@ BENCHMARKS = [
     "blest_campaign",
     "run_cost",
     "swap_matrix",
+    "scaling",
 ]
 # not part of a plain `make bench` (about 20 min of campaigns each): name them
 EXTRA = ["calibrate", "calibrate_mptbm"]

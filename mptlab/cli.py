@@ -265,9 +265,9 @@ def parser() -> argparse.ArgumentParser:
     _run_options(p)
     p.add_argument(
         "--cluster",
-        metavar="ADDRESS",
-        help="run on the workers of this Dask scheduler (e.g. tcp://host:8786) "
-        "instead of here; see docs/deployment.md",
+        metavar="ADDRESS|slurm|pbs",
+        help="run on the workers of this Dask scheduler (e.g. tcp://host:8786), or on "
+        "batch jobs of SLURM or PBS (dask-jobqueue), instead of here; see docs/deployment.md",
     )
     p.add_argument("--out", help="results root (default: ./results)")
     p.add_argument(

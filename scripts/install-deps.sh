@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages mptlab needs, only those that are missing.
-# Usage: scripts/install-deps.sh [group...]   groups: kernel runtime docker
-# (default: kernel runtime; `make test` and `make docker` add docker).
+# Usage: scripts/install-deps.sh [group...]   groups: kernel runtime docker slurm
+# (default: kernel runtime; `make test` and `make docker` add docker, `make
+# test` slurm).
 set -euo pipefail
 
 kernel_pkgs="linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev xz-utils kmod"
@@ -11,6 +12,10 @@ runtime_pkgs="python3 python3-venv iproute2 iputils-ping procps psmisc ethtool i
 # image (no registry is needed) and Compose.  Debian 12 has Compose v1 only
 # (docker-compose 1.29, which knows profiles); the v2 plugin is not packaged.
 docker_pkgs="docker.io debootstrap docker-compose binutils python3"
+# A single-node SLURM for tests/test_slurm.py (mptlab run --cluster slurm): the
+# test runs its daemons from a configuration of its own, in a temp dir and on
+# ports of its own; nothing here configures or starts a site's SLURM.
+slurm_pkgs="slurmd slurmctld slurm-client munge"
 
 groups=("$@")
 [ ${#groups[@]} -eq 0 ] && groups=(kernel runtime)
@@ -21,7 +26,8 @@ for g in "${groups[@]}"; do
     kernel) want="$want $kernel_pkgs" ;;
     runtime) want="$want $runtime_pkgs" ;;
     docker) want="$want $docker_pkgs" ;;
-    *) echo "install-deps: unknown group '$g' (allowed: kernel, runtime, docker)" >&2; exit 2 ;;
+    slurm) want="$want $slurm_pkgs" ;;
+    *) echo "install-deps: unknown group '$g' (allowed: kernel, runtime, docker, slurm)" >&2; exit 2 ;;
   esac
 done
 

@@ -18,16 +18,30 @@ What the workers need (each checked, with a clear error, before a run):
   the worker writes the run dir and the client reads it.
 
 See docs/deployment.md for starting a scheduler and workers.
+
+**Batch systems** (``--cluster slurm`` or ``--cluster pbs``): the workers are
+batch jobs that dask-jobqueue submits (``jobqueue()``), one Dask worker per
+job, with as many threads (guests at once) as the job has cores; the
+scheduler runs in this process.  The site's settings (queue, account,
+walltime, cores, memory, the network interface the jobs reach the scheduler
+on) come from dask-jobqueue's own configuration (``~/.config/dask/
+jobqueue.yaml``, keys ``jobqueue.slurm.*`` / ``jobqueue.pbs.*``); mptlab
+sets only what it needs: one worker process per job, this interpreter (the
+venv, on the shared filesystem), the job's environment exported.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
+import math
+import os
 import socket
+import sys
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from ..guest import workload as workloads
@@ -38,6 +52,14 @@ from .kernel import KernelBuild, KernelNotBuilt, find_kernel
 from .provenance import git_commit, host_tools
 
 CONNECT_TIMEOUT_S = 30
+# --cluster KIND: a batch system reached through dask-jobqueue (its class)
+JOBQUEUES = {"slurm": "SLURMCluster", "pbs": "PBSCluster"}
+# how long a campaign waits for its first batch job to start and its worker
+# to join ($MPTLAB_JOBQUEUE_WAIT_S): a busy queue can take longer, and then
+# the campaign should say so rather than hang
+JOBQUEUE_WAIT_S = 600
+# a guest's memory (kernel.memory, 1 GiB by default) plus the worker's own
+JOB_MEMORY_GB_PER_CORE = 2
 
 
 class ClusterError(RuntimeError):
@@ -122,6 +144,63 @@ def execute_on_worker(out_dir: str, want: dict, run_json: dict, stop: str | None
         return execute(CampaignDir(out_dir), run, kernel, provenance, cancel)
     finally:
         done.set()
+
+
+def is_jobqueue(cluster: str | None) -> bool:
+    return cluster in JOBQUEUES
+
+
+@contextlib.contextmanager
+def jobqueue(kind: str, guests: int | None, log: Callable[[str], None] = print) -> Iterator[str]:
+    """A Dask cluster of ``kind`` batch jobs (``slurm`` or ``pbs``) for one
+    campaign: yields its scheduler's address once a worker has joined; the
+    jobs are cancelled when the campaign ends, however it ends.  ``guests``:
+    guests at once in all (``--jobs``), one job per ``cores`` of them
+    (default: one job)."""
+    try:
+        import dask
+        import dask_jobqueue
+        from distributed import Client
+    except ImportError:  # pragma: no cover - dependencies of mptlab
+        raise ClusterError(
+            f"--cluster {kind} needs dask-jobqueue (a dependency of mptlab: make venv)"
+        ) from None
+    cores = int(dask.config.get(f"jobqueue.{kind}.cores", None) or 1)
+    options: dict = {
+        "cores": cores,
+        "processes": 1,  # one worker per job; its threads run the guests
+        "memory": dask.config.get(f"jobqueue.{kind}.memory", None)
+        or f"{cores * JOB_MEMORY_GB_PER_CORE}GB",
+        "python": sys.executable,  # this venv: the workers import the same mptlab
+    }
+    if kind == "pbs":  # qsub does not pass the environment on unless told to
+        extra = list(dask.config.get("jobqueue.pbs.job-extra-directives", None) or [])
+        options["job_extra_directives"] = [*extra, "-V"]
+    try:
+        cluster = getattr(dask_jobqueue, JOBQUEUES[kind])(**options)
+    except Exception as exc:  # noqa: BLE001 - the engine's own errors, in words
+        raise ClusterError(f"--cluster {kind}: dask-jobqueue cannot start: {exc}") from None
+    wait_s = float(os.environ.get("MPTLAB_JOBQUEUE_WAIT_S", JOBQUEUE_WAIT_S))
+    try:
+        jobs = max(1, math.ceil((guests or cores) / cores))
+        cluster.scale(jobs=jobs)
+        log(
+            f"--cluster {kind}: {jobs} batch job(s) of {cores} core(s) submitted; "
+            f"scheduler {cluster.scheduler_address}"
+        )
+        with Client(cluster.scheduler_address, timeout=CONNECT_TIMEOUT_S) as client:
+            try:
+                client.wait_for_workers(1, timeout=wait_s)
+            except TimeoutError:
+                raise ClusterError(
+                    f"--cluster {kind}: no batch job started within {wait_s:.0f} s (see the "
+                    f"queue: {'squeue' if kind == 'slurm' else 'qstat'}; "
+                    f"$MPTLAB_JOBQUEUE_WAIT_S waits longer); the job script was:\n"
+                    f"{cluster.job_script()}"
+                ) from None
+        yield cluster.scheduler_address
+    finally:
+        cluster.close()
 
 
 def run_on_cluster(

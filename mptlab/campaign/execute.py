@@ -6,6 +6,7 @@ The same on this machine (``Campaign``) and on a cluster worker
 
 from __future__ import annotations
 
+import os
 import socket
 import sys
 import threading
@@ -139,6 +140,8 @@ def _execute(
             "repetition": run.repetition,
             "seed": run.seed,
             "host": socket.gethostname(),
+            # the batch job that ran it (--cluster slurm | pbs), else null
+            "batch_job": os.environ.get("SLURM_JOB_ID") or os.environ.get("PBS_JOBID"),
             "kernel_dir": str(kernel.dir),
             "git_commit": provenance.commit,
             "tools": provenance.tools,

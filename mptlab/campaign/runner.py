@@ -52,7 +52,7 @@ from ..guest import workload as workloads
 from ..rundir import CampaignDir, RunSpec, clock_of
 from ..spec.yamlsrc import SpecError
 from .boot import CONFINE_ENV, Interrupted, check_confinement, confined
-from .cluster import run_on_cluster
+from .cluster import is_jobqueue, jobqueue, run_on_cluster
 from .execute import Outcome, Provenance, execute, previous
 from .kernel import KernelBuild
 from .provenance import git_commit, host_tools
@@ -210,12 +210,13 @@ class Campaign:
         self.runs = runs
         self.kernel = kernel
         self.jobs = jobs or default_jobs()
+        self.explicit_jobs = jobs  # a batch cluster's guests at once: as asked, else one job
         self.seed = seed
         self.retry_failed = retry_failed
         self.retry_starved = retry_starved
         self.back_off = back_off  # one guest fewer after a starved run (off: a fixed --jobs)
         self.on_progress = on_progress
-        self.cluster = cluster  # a Dask scheduler address: runs go to its workers
+        self.cluster = cluster  # a Dask scheduler address, or slurm / pbs: runs go to workers
         self._lock = threading.Lock()
         self.provenance = Provenance(host_tools(), git_commit())
         self.cancel = threading.Event()  # set: stopping (no new run, running guests killed)
@@ -444,6 +445,19 @@ class Campaign:
             record(outcome)
 
         if self.cancel.is_set():
+            return report
+        if is_jobqueue(self.cluster):
+            with jobqueue(str(self.cluster), self.explicit_jobs) as address:
+                run_on_cluster(
+                    address,
+                    self.out_dir,
+                    self.kernel,
+                    todo,
+                    record,
+                    crashed,
+                    cancel=self.cancel,
+                    interrupted=interrupted,
+                )
             return report
         if self.cluster:
             run_on_cluster(
