@@ -112,7 +112,9 @@ def nights(repo, tmp_path_factory):
     path, revs = repo
     root = tmp_path_factory.mktemp("nightly-root")
     night = ("nightly", "nightly-rr", "--file", path / "nightly-rr.yaml", "--root", root)
-    night += ("--jobs", 2, "--no-pcap", "--publish")
+    # the hook keeps what it was given: the findings on stdin, the night's dir
+    hook = f'cat > "$MPTLAB_NIGHT/hook-stdin.txt"; echo "$MPTLAB_FINDINGS" > {root}/hook-env.txt'
+    night += ("--jobs", 2, "--no-pcap", "--publish", "--on-regression", hook)
     first = cli(at(path, revs[0]), *night)
     second = cli(at(path, revs[2]), *night)
     return root, first, second
@@ -137,6 +139,10 @@ def test_the_first_night_is_the_baseline_and_the_second_is_flagged(nights, repo)
     assert "-dirty" not in hist.stdout  # the runs left the checkout as it was
     # regressions come first in the night's findings
     assert findings.splitlines()[0].split(": ")[1].startswith("regressed"), findings
+    # the hook ran after the second night only (the first was the baseline), with them
+    assert not (root / stamps[0] / "hook-stdin.txt").exists()
+    assert (root / stamps[1] / "hook-stdin.txt").read_text() == findings
+    assert (root / "hook-env.txt").read_text().strip() == str(root / stamps[1] / "findings.txt")
 
 
 def test_the_trend_page_shows_the_regression(nights, chromium):
