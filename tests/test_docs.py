@@ -37,6 +37,16 @@ def test_every_yaml_block_of_the_docs_is_valid(where, text, tmp_path):
     if isinstance(data, dict) and "rules" in data:
         assert compare.load_rules(path)
         return
+    if isinstance(data, dict) and set(data) == {"jobqueue"}:
+        # dask-jobqueue's own configuration (docs/deployment.md, batch
+        # systems): every key one that dask-jobqueue knows
+        import dask
+        import dask_jobqueue  # noqa: F401 - loads its defaults into dask.config
+
+        for kind, options in data["jobqueue"].items():
+            known = dask.config.get(f"jobqueue.{kind}")
+            assert set(options) <= set(known), (where, kind, set(options) - set(known))
+        return
     kind = file_kind(load(path))
     if kind == "campaign":
         cat = Catalog.load(path)
