@@ -12,6 +12,7 @@ installs the packages (scripts/install-deps.sh slurm) and CI runs as root.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -131,10 +132,24 @@ def slurm(tmp_path_factory):
         subprocess.run(["scancel", "--partition", "mptlabtest"], env=env, capture_output=True)
         for name, pidfile in reversed(started):
             if pidfile is not None and pidfile.exists():
-                with_pid = int(pidfile.read_text())
-                os.kill(with_pid, signal.SIGTERM)
+                _stop(int(pidfile.read_text()))
             elif pidfile is None:
                 subprocess.run(["pkill", "-x", name], capture_output=True)
+
+
+def _stop(pid: int) -> None:
+    """SIGTERM, then wait for the daemon to be gone (slurmctld saves its state
+    first: a few seconds), SIGKILL after 15 s: nothing outlives the test."""
+    try:
+        os.kill(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    for _ in range(150):
+        if not Path(f"/proc/{pid}").exists():
+            return
+        time.sleep(0.1)
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGKILL)
 
 
 def test_a_campaign_runs_in_slurm_jobs(slurm, tmp_path):
