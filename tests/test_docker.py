@@ -125,43 +125,54 @@ def test_a_campaign_runs_in_an_unprivileged_container(image, tmp_path):
     assert build["arch"] == "um" and build["kernel_key"]
 
 
-CLUSTER_CAMPAIGN = textwrap.dedent(
-    """\
-    experiments:
-      docker-cluster:
-        topology: two-path
-        paths: [wlan, 3g]
-        kernel: {path_manager: {subflows: 2, add_addr_accepted: 2}}
-        workload: {type: bulk, duration: 3s}
-        repetitions: 4
-        timeout: 90s
-    """
-)
+def _campaign(name: str, repetitions: int) -> str:
+    """A small campaign file: short downloads over WLAN + 3G."""
+    return textwrap.dedent(
+        f"""\
+        experiments:
+          {name}:
+            topology: two-path
+            paths: [wlan, 3g]
+            kernel: {{path_manager: {{subflows: 2, add_addr_accepted: 2}}}}
+            workload: {{type: bulk, duration: 3s}}
+            repetitions: {repetitions}
+            timeout: 90s
+        """
+    )
 
 
-def test_a_campaign_runs_on_a_compose_dask_cluster_of_two_workers(image, tmp_path):
-    compose = ["docker-compose", "-f", str(REPO / "docker-compose.yml")]
-    project = ["-p", f"mptlabtest{os.getpid()}"]
-    results = tmp_path / "results"
-    results.mkdir()
-    (results / "campaign.yaml").write_text(CLUSTER_CAMPAIGN)
+def _compose(image: str, results: Path, project: str, **env: str):
+    """``docker-compose ARGS`` of this checkout's file, as a project of the
+    test's own, with the image, the results dir and ``env``."""
     env = {
         **os.environ,
         "MPTLAB_IMAGE": image,
         "MPTLAB_RESULTS": str(results),
         "MPTLAB_SHM": "2g",
         "MPTLAB_SECCOMP": str(SECCOMP),
+        **env,
     }
+    base = [
+        "docker-compose",
+        "-f",
+        str(REPO / "docker-compose.yml"),
+        "-p",
+        f"{project}{os.getpid()}",
+    ]
 
-    def compose_run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    def run(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
         return subprocess.run(
-            [*compose, *project, *args],
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-            env=env,
-            cwd=REPO,
+            [*base, *args], capture_output=True, text=True, timeout=timeout, env=env, cwd=REPO
         )
+
+    return run
+
+
+def test_a_campaign_runs_on_a_compose_dask_cluster_of_two_workers(image, tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "campaign.yaml").write_text(_campaign("docker-cluster", 4))
+    compose_run = _compose(image, results, "mptlabtest")
 
     up = compose_run("--profile", "cluster", "up", "-d", "--scale", "dask-worker=2")
     try:
@@ -193,43 +204,24 @@ def test_a_campaign_runs_on_a_compose_dask_cluster_of_two_workers(image, tmp_pat
         assert down.returncode == 0, down.stderr
 
 
-NIGHTLY_CAMPAIGN = textwrap.dedent(
-    """\
-    experiments:
-      docker-nightly:
-        topology: two-path
-        paths: [wlan, 3g]
-        kernel: {path_manager: {subflows: 2, add_addr_accepted: 2}}
-        workload: {type: bulk, duration: 3s}
-        repetitions: 2
-        timeout: 90s
-    """
-)
-
-
 def test_the_compose_nightly_profile_runs_a_night(image, tmp_path):
     """`docker-compose --profile nightly` (scripts/nightly-loop.sh): one night
     now (NIGHTLY_ONCE=1) of a set given by a campaign file in the results
     volume: the first night becomes the baseline, the history and the trend
     pages land in results/nightly."""
-    compose = ["docker-compose", "-f", str(REPO / "docker-compose.yml")]
-    project = ["-p", f"mptlabnightly{os.getpid()}"]
     results = tmp_path / "results"
     results.mkdir()
-    (results / "nightly.yaml").write_text(NIGHTLY_CAMPAIGN)
-    env = {
-        **os.environ,
-        "MPTLAB_IMAGE": image,
-        "MPTLAB_RESULTS": str(results),
-        "MPTLAB_SHM": "2g",
-        "MPTLAB_SECCOMP": str(SECCOMP),
-        "NIGHTLY": "/mptlab/results/nightly.yaml",
-        "NIGHTLY_ARGS": "--jobs 2 --no-pcap",
-        "NIGHTLY_ONCE": "1",
-    }
-    run = [*compose, *project, "--profile", "nightly", "run", "--rm", "nightly"]
+    (results / "nightly.yaml").write_text(_campaign("docker-nightly", 2))
+    compose = _compose(
+        image,
+        results,
+        "mptlabnightly",
+        NIGHTLY="/mptlab/results/nightly.yaml",
+        NIGHTLY_ARGS="--jobs 2 --no-pcap",
+        NIGHTLY_ONCE="1",
+    )
     try:
-        proc = subprocess.run(run, capture_output=True, text=True, timeout=900, env=env, cwd=REPO)
+        proc = compose("--profile", "nightly", "run", "--rm", "nightly", timeout=900)
         assert proc.returncode == 0, f"{_tail(proc.stdout)}\n{_tail(proc.stderr)}"
         assert "is now the baseline" in proc.stdout, proc.stdout
         root = results / "nightly"
@@ -238,9 +230,4 @@ def test_the_compose_nightly_profile_runs_a_night(image, tmp_path):
         (night,) = [p for p in root.iterdir() if p.name[:1].isdigit()]
         assert len(_ok_runs(night / "docker-nightly")) == 2
     finally:
-        subprocess.run(
-            [*compose, *project, "--profile", "nightly", "down", "-v", "--remove-orphans"],
-            capture_output=True,
-            env=env,
-            cwd=REPO,
-        )
+        compose("--profile", "nightly", "down", "-v", "--remove-orphans")

@@ -108,22 +108,19 @@ def cmd_query(args) -> int:
     return 0
 
 
-# the nightly history's files under its root (written by mptlab.nightly.history)
-HISTORY_GLOB = "history/*.parquet"
-
-
 def _query_history(root: Path, sql: str | None, fmt: str) -> int:
     """``mptlab query --history [ROOT] SQL``: the view ``history`` over every
     night's per-variant statistics (docs/deployment.md, "Nightly")."""
     import duckdb
 
-    if not any(root.glob(HISTORY_GLOB)):
-        raise SpecError(f"{root}: no nightly history ({HISTORY_GLOB}); run `mptlab nightly` first")
-    con = duckdb.connect()
-    pattern = str(root / HISTORY_GLOB).replace("'", "''")
-    con.execute(
-        f"CREATE VIEW history AS SELECT * FROM read_parquet('{pattern}', union_by_name=true)"
-    )
+    from . import ingest
+
+    if not ingest.history_files(root):
+        raise SpecError(
+            f"{root}: no nightly history ({ingest.HISTORY_DIR}/*.parquet); "
+            "run `mptlab nightly` first"
+        )
+    con = ingest.connect_history(root)
     sql = (
         sql
         or "SELECT stamp, experiment, variant, metric, median, ci_lo, ci_hi, n, n_runs FROM history ORDER BY stamp, experiment, variant, metric"

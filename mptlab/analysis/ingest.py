@@ -994,6 +994,28 @@ def load_runs(root: Path, current_only: bool = True) -> pd.DataFrame:
     return runs
 
 
+# The nightly history's files under a nightly root (one per night, written by
+# mptlab.nightly.history): the view is made here, where the other views are,
+# for that module and for `mptlab query --history` alike.
+HISTORY_DIR = "history"
+
+
+def history_files(root: Path) -> list[Path]:
+    return sorted((Path(root) / HISTORY_DIR).glob("*.parquet"))
+
+
+def connect_history(root: Path):
+    """An in-memory DuckDB with the view ``history`` over every night's file."""
+    import duckdb
+
+    con = duckdb.connect()
+    pattern = str(Path(root) / HISTORY_DIR / "*.parquet").replace("'", "''")
+    con.execute(
+        f"CREATE VIEW history AS SELECT * FROM read_parquet('{pattern}', union_by_name=true)"
+    )
+    return con
+
+
 def connect(root: Path, read_only_views: bool = True):
     """A DuckDB connection with a view per non-empty table of ``root``/analysis."""
     import duckdb

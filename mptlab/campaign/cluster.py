@@ -146,8 +146,15 @@ def execute_on_worker(out_dir: str, want: dict, run_json: dict, stop: str | None
         done.set()
 
 
-def is_jobqueue(cluster: str | None) -> bool:
-    return cluster in JOBQUEUES
+@contextlib.contextmanager
+def scheduler(cluster: str, guests: int | None) -> Iterator[str]:
+    """The Dask scheduler address of ``--cluster``: as given, or that of a
+    batch-job cluster started for the campaign (``slurm``, ``pbs``)."""
+    if cluster not in JOBQUEUES:
+        yield cluster
+        return
+    with jobqueue(cluster, guests) as address:
+        yield address
 
 
 @contextlib.contextmanager

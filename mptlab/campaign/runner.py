@@ -52,7 +52,7 @@ from ..guest import workload as workloads
 from ..rundir import CampaignDir, RunSpec, clock_of
 from ..spec.yamlsrc import SpecError
 from .boot import CONFINE_ENV, Interrupted, check_confinement, confined
-from .cluster import is_jobqueue, jobqueue, run_on_cluster
+from .cluster import run_on_cluster, scheduler
 from .execute import Outcome, Provenance, execute, previous
 from .kernel import KernelBuild
 from .provenance import git_commit, host_tools
@@ -446,8 +446,8 @@ class Campaign:
 
         if self.cancel.is_set():
             return report
-        if is_jobqueue(self.cluster):
-            with jobqueue(str(self.cluster), self.explicit_jobs) as address:
+        if self.cluster:
+            with scheduler(self.cluster, self.explicit_jobs) as address:
                 run_on_cluster(
                     address,
                     self.out_dir,
@@ -458,18 +458,6 @@ class Campaign:
                     cancel=self.cancel,
                     interrupted=interrupted,
                 )
-            return report
-        if self.cluster:
-            run_on_cluster(
-                self.cluster,
-                self.out_dir,
-                self.kernel,
-                todo,
-                record,
-                crashed,
-                cancel=self.cancel,
-                interrupted=interrupted,
-            )
             return report
         with ThreadPoolExecutor(max_workers=self.jobs) as pool:
             futures = [pool.submit(one, run) for run in todo]

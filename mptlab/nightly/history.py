@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import compare as cmp
-from ..analysis import stats
+from ..analysis import ingest, stats
 from ..analysis.compare import Rule
 from ..rundir import OK, STALLED, CampaignDir
 
@@ -79,7 +79,7 @@ STR_COLUMNS = tuple(c for c in COLUMNS if c not in INT_COLUMNS + FLOAT_COLUMNS)
 # variant_stats' columns: the per-variant part of COLUMNS
 STATS_COLUMNS = ("variant", "metric", *INT_COLUMNS, *FLOAT_COLUMNS, "values")
 
-HISTORY = "history"
+HISTORY = ingest.HISTORY_DIR
 STAMP_FORMAT = "%Y%m%d-%H%M%S"
 _STAMP = re.compile(r"^\d{8}-\d{6}$")
 HASH_CHARS = 16  # 64 bits: no accidental collision among a few thousand nights
@@ -339,7 +339,7 @@ def history_dir(root: Path) -> Path:
 
 
 def _files(root: Path) -> list[Path]:
-    return sorted(history_dir(root).glob("*.parquet"))
+    return ingest.history_files(root)
 
 
 def _check_table(table: pd.DataFrame, where: Path) -> str:
@@ -406,21 +406,6 @@ def append(root: Path, table: pd.DataFrame) -> Path:
 _SELECT = ", ".join(f'"{c}"' for c in COLUMNS)
 
 
-def _pattern(root: Path) -> str:
-    return str(history_dir(root) / "*.parquet").replace("'", "''")
-
-
-def _connect(root: Path):
-    """An in-memory DuckDB with the view ``history`` over every night's file."""
-    import duckdb
-
-    con = duckdb.connect()
-    con.execute(
-        f"CREATE VIEW history AS SELECT * FROM read_parquet('{_pattern(root)}', union_by_name=true)"
-    )
-    return con
-
-
 def load(root: Path, experiment: str | None = None) -> pd.DataFrame:
     """Every night of the history (of ``experiment``), sorted by stamp."""
     import duckdb
@@ -429,7 +414,7 @@ def load(root: Path, experiment: str | None = None) -> pd.DataFrame:
         return empty()
     where = "WHERE experiment = ?" if experiment is not None else ""
     sql = f"SELECT {_SELECT} FROM history {where} ORDER BY stamp, experiment, variant, metric"
-    con = _connect(root)
+    con = ingest.connect_history(root)
     try:
         df = con.execute(sql, [experiment] if experiment is not None else []).df()
     except duckdb.Error as exc:
@@ -448,7 +433,7 @@ def query(root: Path, sql: str) -> pd.DataFrame:
             f"{root}: no nightly history yet (no {HISTORY}/*.parquet); "
             "`mptlab nightly` writes one file per night"
         )
-    con = _connect(root)
+    con = ingest.connect_history(root)
     try:
         return con.execute(sql).df()
     except duckdb.Error as exc:
