@@ -44,6 +44,7 @@ Format
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import re
@@ -83,6 +84,27 @@ STALL_SNAPSHOT: Final = "stall-snapshot.json"
 # The guest's environment variable holding its boot's attempt id; the agent
 # writes it into result.json and guest-provenance.json, the host into run.json.
 ATTEMPT_ENV: Final = "MPTLAB_ATTEMPT"
+# The guest's environment variable naming the host's content cache
+# (``<cache>/content``), where a run's ``content_key`` is resolved.
+CONTENT_ENV: Final = "MPTLAB_CONTENT"
+
+
+def content_key(workload: dict) -> str:
+    """The key of the content a run's workload needs made on the host
+    (``spec.json`` ``content_key``): ``<type>-<16 hex digits>``, a hash of
+    the workload's resolved fields (``config.workload``), so that runs with
+    the same workload share it and any machine that prepares it files it
+    under the same name.  Computed when the catalog expands the run: the
+    spec is final from then on, wherever the content ends up."""
+    text = json.dumps(workload, sort_keys=True, separators=(",", ":"))
+    return f"{workload['type']}-{hashlib.sha256(text.encode()).hexdigest()[:16]}"
+
+
+def content_manifest(content_dir: Path, key: str) -> Path:
+    """Where the host files what a workload's ``prepare()`` returned for
+    ``key`` (JSON: the content's paths and sizes on that machine):
+    ``<cache>/content/prepared/<key>.json``."""
+    return content_dir / "prepared" / f"{key}.json"
 
 
 def sampler_trace(host: str, kind: str) -> str:
@@ -258,11 +280,14 @@ def file_format(data: dict | None) -> int:
 
 
 # -------------------------------------------------------------- the run
-@dataclass
+@dataclass(frozen=True)
 class RunSpec:
     """An experiment's variant at one repetition: ``spec.json``, what the host
     hands to the guest (plain data: the host validates and plans, the guest
-    executes)."""
+    executes).  Final once the catalog has expanded it: content made on the
+    host later is referred to by ``content_key``, never written into it, so
+    the spec of a run dir is the spec the catalog expands again on resume
+    (the guest reads it through ``mptlab.guest.config.GuestRun``)."""
 
     experiment: str
     variant: str
@@ -273,6 +298,9 @@ class RunSpec:
     topology: dict  # the topology spec as JSON data
     profiles: dict  # profile name -> spec data, the ones this run uses
     plan: dict  # the network plan (mptlab.spec.plan.NetPlan as JSON data)
+    # the key of the content made on the host for the workload (``content_key``);
+    # None in spec.json files from before content keys
+    content_key: str | None = None
 
     @property
     def run_id(self) -> str:

@@ -17,9 +17,11 @@ import pytest
 from mptlab import rundir
 from mptlab.analysis import figures, ingest, report
 from mptlab.guest import agent, fec, tracepoints
+from mptlab.guest.config import Kernel, read
 from mptlab.spec.catalog import Catalog
 from mptlab.spec.knobs import fec_hosts, fec_on, fec_sysctls
 from mptlab.spec.models import FecSpec
+from mptlab.spec.plan import NetPlan
 from mptlab.spec.yamlsrc import SpecError
 
 
@@ -165,10 +167,8 @@ def _ctx(fec_cfg: dict | None, sysctls: dict | None = None):
     # every kernel field as a run's config has it (the model's defaults)
     kernel = KernelSpec(congestion_control="olia").model_dump(mode="json")
     kernel.update(fec=fec_cfg, sysctls=sysctls or {})
-    spec = SimpleNamespace(config={"kernel": kernel})
     return SimpleNamespace(
-        config=agent.attrs({"kernel": kernel}),
-        spec=spec,
+        config=SimpleNamespace(kernel=read(Kernel, kernel, "config.kernel")),
         net=FakeNet(),
         client="client",
         server="server",
@@ -422,11 +422,13 @@ def test_the_agent_writes_fec_metrics_only_when_fec_was_asked_for():
     records = tracepoints.parse(TCP_TRACE)
 
     def ctx(fec_cfg):
+        plan = SimpleNamespace(addresses=lambda h: CLIENT if h == "client" else SERVER)
         return SimpleNamespace(
-            spec=SimpleNamespace(config={"kernel": {"fec": fec_cfg}}),
+            config=SimpleNamespace(kernel=read(Kernel, {"fec": fec_cfg}, "config.kernel")),
             client="client",
             server="server",
-            plan=SimpleNamespace(addresses=lambda h: CLIENT if h == "client" else SERVER),
+            plan=plan,
+            path_of=lambda addr: NetPlan.path_of(plan, addr, ("client", "server")),  # type: ignore[arg-type]
         )
 
     off = agent.kernel_counters(ctx(None), records)  # type: ignore[arg-type]

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from mptlab.guest import sbdu
+from mptlab.guest.config import Sbd, read
 from mptlab.guest.sbd import SbdParams
 from mptlab.spec.catalog import Catalog
 from mptlab.spec.plan import plan
@@ -201,7 +202,8 @@ def test_the_slowest_link_is_the_bottleneck(catalog):
 
 
 def test_explicit_truth_phases_replace_the_topology():
-    config = {"truth": [{"at": 0.0, "shared": [[1, 2]]}, {"at": 30_000.0, "shared": []}]}
+    data = {"truth": [{"at": 0.0, "shared": [[1, 2]]}, {"at": 30_000.0, "shared": []}]}
+    config = read(Sbd, data, "config.kernel.sbd")
     phases = sbdu.truth_phases(config, None, "client", "server")  # type: ignore[arg-type]
     assert phases == [(0.0, [{1, 2}]), (30.0, [])]
     assert sbdu._truth_at(phases, 29.9) == [{1, 2}] and sbdu._truth_at(phases, 30.0) == []

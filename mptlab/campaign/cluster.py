@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import json
 import math
 import os
 import socket
@@ -44,8 +43,8 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-from ..guest import workload as workloads
 from ..rundir import CampaignDir, RunSpec
+from . import content
 from .boot import ConfinementError, check_confinement
 from .execute import Outcome, Provenance, execute
 from .kernel import KernelBuild, KernelNotBuilt, find_kernel
@@ -94,15 +93,6 @@ def _worker_setup(
     return kernel, Provenance(host_tools(), git_commit())
 
 
-@functools.lru_cache(maxsize=64)
-def _prepared_here(workload_json: str) -> dict:
-    """The workload's host-side content (web pages, video) made or found in
-    this machine's cache: the client's paths mean nothing here."""
-    work = json.loads(workload_json)
-    module = workloads.load(work["type"])
-    return module.prepare({k: v for k, v in work.items() if k != "type"})
-
-
 STOP_POLL_S = 1.0  # how often a running task asks the scheduler whether its campaign stopped
 
 
@@ -132,11 +122,9 @@ def execute_on_worker(out_dir: str, want: dict, run_json: dict, stop: str | None
     killed (``boot.Interrupted``; the run dir is set aside on resume)."""
     kernel, provenance = _worker_setup(out_dir, tuple(sorted(want.items())))
     run = RunSpec.from_json(run_json)
-    work = run.config["workload"]
-    if "prepared" in work:
-        bare = {k: v for k, v in work.items() if k != "prepared"}
-        prepared = _prepared_here(json.dumps(bare, sort_keys=True))
-        run.config = {**run.config, "workload": {**bare, "prepared": prepared}}
+    # the workload's content (web pages, video) made or found in this
+    # machine's cache, under the run's key: the client's paths mean nothing here
+    content.prepare(run)
     cancel, done = threading.Event(), threading.Event()
     if stop:
         stop_watcher(stop, cancel, done)

@@ -18,6 +18,7 @@ from ..guest.modules import ENV as MODULES_ENV
 from ..rundir import CampaignDir, Clock, RunDir, RunDirError, RunSpec, RunStatus, clock_of
 from ..spec.seeds import derive_seed
 from .boot import GUEST_RUN_DIR, boot, wall_limit
+from .content import content_dir
 from .kernel import KernelBuild
 
 BOOT_MARGIN_S = 20  # on top of the experiment's timeout: boot, topology, teardown
@@ -91,7 +92,8 @@ def _execute(
         entry,
         timeout=timeout_s,
         mem_mb=run.config["kernel"].get("memory", 1 << 30) >> 20,
-        env={MODULES_ENV: str(kernel.modules_dir)},
+        # the content cache: where the guest resolves the run's content_key
+        env={MODULES_ENV: str(kernel.modules_dir), rundir.CONTENT_ENV: str(content_dir())},
         clock=clock,
         cancel=cancel,
         rng_seed=derive_seed(run.seed, "guest kernel randomness"),

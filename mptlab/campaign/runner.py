@@ -48,9 +48,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import rundir
-from ..guest import workload as workloads
 from ..rundir import CampaignDir, RunSpec, clock_of
 from ..spec.yamlsrc import SpecError
+from . import content
 from .boot import CONFINE_ENV, Interrupted, check_confinement, confined
 from .cluster import run_on_cluster, scheduler
 from .execute import Outcome, Provenance, execute, previous
@@ -357,18 +357,11 @@ class Campaign:
 
     def prepare(self) -> None:
         """Host-side preparation a workload needs before its runs (e.g. media or
-        page content made once and cached): ``mptlab.workloads.<type>.prepare(params)``
-        returns data merged into the runs' ``config.workload.prepared``."""
-        cache: dict[str, dict] = {}
+        page content made once and cached): ``mptlab.workloads.<type>.prepare(params)``,
+        filed under each run's ``content_key`` (``mptlab.campaign.content``).
+        The runs' specs are left as the catalog expanded them."""
         for run in self.runs:
-            work = run.config["workload"]
-            module = workloads.load(work["type"])
-            if not hasattr(module, "prepare"):
-                continue
-            key = json.dumps(work, sort_keys=True)
-            if key not in cache:
-                cache[key] = module.prepare({k: v for k, v in work.items() if k != "type"})
-            run.config = {**run.config, "workload": {**work, "prepared": cache[key]}}
+            content.prepare(run)
 
     def run(self) -> CampaignReport:
         """Run every run not finished yet; see the module's doc for stopping and locking."""

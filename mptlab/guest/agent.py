@@ -2,7 +2,9 @@
 
     python -m mptlab.guest.agent RUN_DIR
 
-reads ``RUN_DIR/spec.json`` (an expanded ``RunSpec``), then:
+reads ``RUN_DIR/spec.json`` (an expanded ``RunSpec``) once, into one
+frozen, typed ``mptlab.guest.config.GuestRun`` (a malformed spec is an
+error naming its field before anything is built), then:
 
 1. loads the scheduler modules (module parameters for the one under test)
    and records their hashes;
@@ -32,6 +34,7 @@ exits non-zero; the host records the run as stalled or failed
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -40,14 +43,14 @@ import threading
 import time
 import traceback
 from pathlib import Path
-from types import SimpleNamespace
 
 from .. import rundir
-from ..rundir import RunDir, RunSpec
-from ..spec.knobs import buffer_sysctls, fec_hosts, fec_on, fec_sysctls, mptbm_sysctls
-from ..spec.plan import NetPlan, mptcp_endpoints
+from ..rundir import RunDir, RunDirError, RunSpec
+from ..spec.knobs import buffer_sysctls, fec_hosts, fec_sysctls, mptbm_sysctls
+from ..spec.plan import mptcp_endpoints
 from . import fec, modules, nstat, sbdu, stall, tracepoints
 from .build import build
+from .config import ConfigError, GuestRun
 from .netlab import Net
 from .sampler import SamplerThread, lateness_summary
 from .sockets import abort_sockets
@@ -61,39 +64,26 @@ STOP_TERM_S = 3.0
 STOP_GRACE_S = 5.0
 
 
-def attrs(data):
-    """Read-only attribute access to nested JSON data: ``attrs(cfg).kernel.scheduler``."""
-    if isinstance(data, dict):
-        return SimpleNamespace(**{k: attrs(v) for k, v in data.items()})
-    if isinstance(data, list):
-        return [attrs(v) for v in data]
-    return data
-
-
-def address_path(plan: NetPlan, hosts: tuple[str, ...], addr: str) -> int | None:
-    """The path (1-based) of an address of one of ``hosts``: the index of the
-    interface it belongs to; None for any other address."""
-    for host in hosts:
-        addrs = plan.addresses(host)
-        if addr in addrs:
-            return addrs.index(addr) + 1
-    return None
-
-
 class Context:
-    """What a workload gets: the network, the plan, the config, where to write."""
+    """What a workload gets: the network, the plan, the config, where to write.
 
-    def __init__(self, run_dir: RunDir, spec: RunSpec):
+    ``run`` is the run, typed (``GuestRun``); ``config``, ``workload``,
+    ``topology``, ``plan``, ``client`` and ``server`` are its parts under
+    the names workloads know.  ``spec`` is the ``RunSpec`` as read, for the
+    workloads that still read its plain data (the agent does not)."""
+
+    def __init__(self, run_dir: RunDir, spec: RunSpec, run: GuestRun):
         self.run_dir = run_dir.path
         self.spec = spec
-        self.config = attrs(spec.config)  # validated on the host
-        self.workload = self.config.workload
-        self.topology = attrs(spec.topology)
-        self.client = self.topology.roles.client
-        self.server = self.topology.roles.server
+        self.run = run
+        self.config = run.config
+        self.workload = run.config.workload
+        self.topology = run.topology
+        self.client = run.client
+        self.server = run.server
         self.trace_dir = run_dir.traces
         self.trace_dir.mkdir(exist_ok=True)
-        self.plan = NetPlan.from_json(spec.plan)
+        self.plan = run.plan
         self._net: Net | None = None
         self.marks: dict[str, float] = {}
         self._log = open(run_dir.file(rundir.AGENT_LOG), "a")  # noqa: SIM115
@@ -115,8 +105,33 @@ class Context:
         self._net = net
 
     def path_of(self, addr: str) -> int | None:
-        """The path of one of the client's or the server's addresses (``address_path``)."""
-        return address_path(self.plan, (self.client, self.server), addr)
+        """The path of one of the client's or the server's addresses (``NetPlan.path_of``)."""
+        return self.run.path_of(addr)
+
+    def prepared(self) -> dict:
+        """What the workload's ``prepare()`` returned on the host, found by the
+        run's content key in the host's content cache (``rundir.CONTENT_ENV``;
+        ``mptlab.campaign.content``)."""
+        key = self.run.content_key
+        where = os.environ.get(rundir.CONTENT_ENV)
+        if key is None or not where:
+            missing = "no content key (spec.json from an older mptlab?)" if key is None else ""
+            missing += "" if where else f"{' and ' if missing else ''}no ${rundir.CONTENT_ENV}"
+            raise RuntimeError(
+                f"workload {self.workload.type!r} needs content made on the host by its "
+                f"prepare() (mptlab run does this), but the guest was given {missing}"
+            )
+        manifest = rundir.content_manifest(Path(where), key)
+        try:
+            data = json.loads(manifest.read_text())
+        except (OSError, ValueError) as exc:
+            raise RuntimeError(
+                f"content {key}: {manifest} unreadable ({exc}); the host prepares it before "
+                "the run (mptlab.campaign.content)"
+            ) from None
+        if not isinstance(data, dict) or data.get("key") != key or not data.get("prepared"):
+            raise RuntimeError(f"content {key}: {manifest} holds no content for this key")
+        return data["prepared"]
 
     def log(self, msg: str) -> None:
         self._log.write(f"{time.time():.3f} {msg}\n")
@@ -196,11 +211,11 @@ def configure(ctx: Context) -> dict:
         "net.mptcp.add_addr_timeout": 1,
     }
     if k.mptbm is not None:
-        per_ns.update(mptbm_sysctls(ctx.spec.config["kernel"]["mptbm"]))
+        per_ns.update(mptbm_sysctls(k.mptbm.to_json()))
     per_ns.update(buffer_sysctls(k.rmem, k.wmem, k.buffers))
     if not k.opportunistic_retransmission:
         per_ns["net.mptcp.opportunistic_retrans"] = 0
-    per_ns.update(ctx.spec.config["kernel"]["sysctls"])
+    per_ns.update(k.sysctls)
     # global knobs live in the guest's initial namespace
     modules.allow_congestion_control(k.congestion_control)
     tcp_mem = per_ns.pop("net.ipv4.tcp_mem", None) or guest_tcp_mem()
@@ -212,19 +227,15 @@ def configure(ctx: Context) -> dict:
         subprocess.run(["sysctl", "-qw", f"net.core.wmem_max={k.wmem}"], check=True)
     # TCP-dFEC: in the client's and/or the server's namespace only (background
     # hosts stay plain TCP); the experiment's own sysctls still win
-    fec_cfg = ctx.spec.config["kernel"].get("fec")
-    fec_values = {
-        key: value
-        for key, value in fec_sysctls(fec_cfg).items()
-        if key not in ctx.spec.config["kernel"]["sysctls"]
-    }
+    fec_cfg = k.fec.to_json() if k.fec is not None else None
+    fec_values = {key: value for key, value in fec_sysctls(fec_cfg).items() if key not in k.sysctls}
     on = fec_hosts(fec_cfg, ctx.client, ctx.server)
     if fec_values and not kernel_has_fec():
         raise RuntimeError(
             "kernel.fec is set, but this kernel has no TCP-dFEC (no net.ipv4.tcp_fec): "
             "build the kernel with the FEC patch (make kernel)"
         )
-    sbd = ctx.spec.config["kernel"].get("sbd")
+    sbd = k.sbd
     for host in ctx.plan.hosts:
         values = dict(per_ns)
         if host in (ctx.client, ctx.server):
@@ -235,7 +246,7 @@ def configure(ctx: Context) -> dict:
             values.update(fec_values)
         net.sysctls(host, values)
     applied.update(per_ns)
-    if fec_on(fec_cfg):
+    if k.fec_on:
         applied["fec"] = {"hosts": on, "sysctls": fec_values}
     applied["mptcp_endpoints"] = mptcp_endpoints(ctx.plan, ctx.client, ctx.server)
     if sbd is not None:
@@ -290,10 +301,10 @@ def start_traces(ctx: Context) -> None:
             ):
                 raise RuntimeError(f"tcpdump failed: {log.name}: {log.read_text().strip()[-300:]}")
     events = tracepoints.STATS_EVENTS + ((tracepoints.OFO_EVENT,) if t.ofo_events else ())
-    with_fec = fec_on(ctx.spec.config["kernel"].get("fec"))
+    with_fec = ctx.config.kernel.fec_on
     if with_fec:  # the TCP-dFEC kernel's events (docs/fec.md)
         events += tracepoints.FEC_EVENTS
-    sbd_config = ctx.spec.config["kernel"].get("sbd")
+    sbd_config = ctx.config.kernel.sbd
     unit = None
     if sbd_config is not None:  # shared-bottleneck detection (mptlab.guest.sbdu)
         events += (sbdu.OWD_EVENT,)
@@ -372,34 +383,30 @@ def kernel_counters(ctx: Context, records: list[dict]) -> dict:
     with each subflow's path (the client interface its address belongs to)."""
     client_addrs = ctx.plan.addresses(ctx.client)
     server_addrs = ctx.plan.addresses(ctx.server)
-
-    def path_of(addr: str) -> int | None:
-        return address_path(ctx.plan, (ctx.client, ctx.server), addr)
-
     conns = [r for r in records if r["event"] == "mptcp_conn_stats"]
     subflows = [r for r in records if r["event"] == "mptcp_subflow_stats"]
     for sf in subflows:
-        sf["path"] = path_of(sf.get("saddr", ""))
+        sf["path"] = ctx.path_of(sf.get("saddr", ""))
     out = {"connections": conns, "subflows": subflows}
-    if fec_on(ctx.spec.config["kernel"].get("fec")):
+    if ctx.config.kernel.fec_on:
 
         def host_of(addr: str) -> str | None:
             return "client" if addr in client_addrs else "server" if addr in server_addrs else None
 
         # every FEC-negotiated socket of the guest (kernel.fec, docs/fec.md)
-        out["fec"] = fec.annotate(records, path_of, host_of)
+        out["fec"] = fec.annotate(records, ctx.path_of, host_of)
     return out
 
 
 def sbd_metrics(ctx: Context) -> dict:
     """The SBD decisions of the run scored against the truth (``mptlab.guest.sbdu.score``);
     {} when the experiment did not ask for SBD."""
-    config = ctx.spec.config["kernel"].get("sbd")
+    config = ctx.config.kernel.sbd
     path = ctx.trace_dir / rundir.SBD_DECISIONS
     if config is None or not path.exists():
         return {}
     truth = sbdu.truth_phases(config, ctx.plan, ctx.client, ctx.server)
-    warmup = (ctx.spec.config.get("warmup") or 0.0) / 1000
+    warmup = ctx.config.warmup / 1000
     unit = ctx.trace_reader.sbd if ctx.trace_reader else None
     main = (
         max(unit.token_samples, key=unit.token_samples.__getitem__)
@@ -423,7 +430,7 @@ def start_watchdog(ctx: Context) -> stall.Watchdog | None:
     """The stall watchdog on the client's and the server's namespaces (None:
     ``stall_timeout: off``)."""
     timeout_s, how = stall.resolve_timeout(
-        ctx.spec.config.get("stall_timeout", "auto"), ctx.plan, ctx.client, ctx.server
+        ctx.config.stall_timeout, ctx.plan, ctx.client, ctx.server
     )
     if timeout_s is None:
         ctx.log("stall watchdog off")
@@ -441,7 +448,7 @@ def start_watchdog(ctx: Context) -> stall.Watchdog | None:
         extra_snapshot=extra,
         log=ctx.log,
         how=how,
-        mptcp=bool(ctx.config.kernel.mptcp),
+        mptcp=ctx.config.kernel.mptcp,
     )
 
 
@@ -538,37 +545,61 @@ def run(run_dir: RunDir) -> int:
     return code
 
 
+def read_run(run_dir: RunDir) -> tuple[RunSpec, GuestRun]:
+    """spec.json, as plain data and typed; ``ConfigError`` naming what is wrong."""
+    try:
+        spec = run_dir.run_spec()
+    except RunDirError as exc:
+        raise ConfigError(str(exc)) from None
+    except TypeError as exc:  # keys RunSpec does not have, or lacks
+        raise ConfigError(f"spec.json: not a run spec: {exc}") from None
+    return spec, GuestRun.from_spec(spec)
+
+
 def _run(run_dir: RunDir, state: dict) -> int:
-    spec = run_dir.run_spec()
-    ctx = Context(run_dir, spec)
-    result: dict = {"status": rundir.RESULT_ERROR, "started": time.time()}
+    started = time.time()
+    try:
+        spec, run = read_run(run_dir)
+    except ConfigError as exc:  # nothing to run: say why, as any other failure
+        run_dir.write_result(
+            {
+                "status": rundir.RESULT_ERROR,
+                "error": f"ConfigError: {exc}",
+                "started": started,
+                "finished": time.time(),
+                "attempt": os.environ.get(rundir.ATTEMPT_ENV),
+            }
+        )
+        return 1
+    ctx = Context(run_dir, spec, run)
+    result: dict = {"status": rundir.RESULT_ERROR, "started": started}
     outcome: WorkloadOutcome | None = None
     try:
         clock = guest_clock()
-        ctx.log(f"run {spec.experiment} {spec.run_id} seed {spec.seed} clock {clock}")
-        if clock != rundir.clock_of(spec.config):
+        ctx.log(f"run {run.experiment} {run.run_id} seed {run.seed} clock {clock}")
+        if clock != run.config.clock:
             raise RuntimeError(
-                f"the run asks for clock {rundir.clock_of(spec.config)} but the guest runs on "
+                f"the run asks for clock {run.config.clock} but the guest runs on "
                 f"{clock} time: the host that booted it ignores clock: (an older mptlab?)"
             )
-        kernel = spec.config["kernel"]
+        kernel = run.config.kernel
         hashes = modules.load_schedulers(
-            scheduler=kernel["scheduler"],
-            params=kernel["scheduler_params"],
-            cc=kernel["congestion_control"],
-            cc_params=kernel.get("congestion_params", {}),  # absent before 2026-11-26
+            scheduler=kernel.scheduler,
+            params=dict(kernel.scheduler_params),
+            cc=kernel.congestion_control,
+            cc_params=dict(kernel.congestion_params),
         )
-        pm = kernel["path_manager"]
+        pm = kernel.path_manager
         ctx.net = build(
             ctx.plan,
             ctx.client,
             ctx.server,
-            subflows=pm["subflows"],
-            add_addr_accepted=pm["add_addr_accepted"],
+            subflows=pm.subflows,
+            add_addr_accepted=pm.add_addr_accepted,
             net=Net(log=ctx.log),
         )
         # netem's losses and jitter: drawn from the run's seed, the same at every rerun
-        netem_seeds = ctx.net.seed_netem(spec.seed)
+        netem_seeds = ctx.net.seed_netem(run.seed)
         applied = configure(ctx)
         run_dir.write_provenance(
             {
@@ -580,8 +611,8 @@ def _run(run_dir: RunDir, state: dict) -> int:
                 "module_params": {
                     modules.module_of(name): modules.read_params(modules.module_of(name), params)
                     for name, params in (
-                        (kernel["scheduler"], kernel["scheduler_params"]),
-                        (kernel["congestion_control"], kernel.get("congestion_params", {})),
+                        (kernel.scheduler, dict(kernel.scheduler_params)),
+                        (kernel.congestion_control, dict(kernel.congestion_params)),
                     )
                     if params
                 },
@@ -591,7 +622,7 @@ def _run(run_dir: RunDir, state: dict) -> int:
         )
         start_traces(ctx)
         background = None
-        if ctx.spec.config.get("background"):
+        if run.config.background:
             background = load_workload("background")
             background.start(ctx)
         workload = load_workload(ctx.workload.type)

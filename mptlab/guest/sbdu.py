@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import TextIO, cast
 
 from .. import rundir
 from ..spec.plan import NetPlan
+from .config import Sbd
 from .sbd import Decision, Detector, Observation, SbdParams
 
 OWD_EVENT = "mptcp_subflow_owd"
@@ -55,10 +56,14 @@ _OWD = re.compile(
 Flow = tuple[str, str, int, str, int]  # token, receiver's address and port, sender's
 
 
-def sbd_params(config: dict) -> SbdParams:
+def sbd_params(config: Sbd) -> SbdParams:
     """The detector's parameters from the spec's ``kernel.sbd`` block (interval in ms)."""
-    values = {k: v for k, v in config.items() if k not in ("truth", "interval")}
-    values["interval_s"] = config.get("interval", 350.0) / 1000
+    values: dict[str, float | int] = {
+        f.name: getattr(config, f.name)
+        for f in fields(config)
+        if f.name not in ("truth", "interval")
+    }
+    values["interval_s"] = config.interval / 1000
     return SbdParams.from_mapping(values)
 
 
@@ -235,12 +240,11 @@ def topology_truth(plan: NetPlan, client: str, server: str) -> list[set[int]]:
     return sorted((g for g in groups if len(g) > 1), key=min)
 
 
-def truth_phases(config: dict, plan: NetPlan, client: str, server: str) -> Truth:
+def truth_phases(config: Sbd, plan: NetPlan, client: str, server: str) -> Truth:
     """``kernel.sbd.truth`` as (start s, groups), or the topology's one phase."""
-    phases = config.get("truth")
-    if not phases:
+    if not config.truth:
         return [(0.0, topology_truth(plan, client, server))]
-    return [(ph["at"] / 1000, [set(g) for g in ph["shared"]]) for ph in phases]
+    return [(ph.at / 1000, [set(g) for g in ph.shared]) for ph in config.truth]
 
 
 def _truth_at(truth: Truth, t: float) -> list[set[int]]:

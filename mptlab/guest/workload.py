@@ -10,11 +10,13 @@ provides
 - ``run(ctx) -> dict``: in the guest, in a thread of the agent; returns the
   metrics for ``result.json``; ``ctx`` is an ``mptlab.guest.agent.Context``
   (``ctx.net``, ``ctx.plan``, ``ctx.client``, ``ctx.server``, ``ctx.config``,
-  ``ctx.workload`` (the validated fields as attributes, in base units),
+  ``ctx.workload`` (the validated fields as read-only attributes, in base
+  units: ``mptlab.guest.config``),
   ``ctx.trace_dir``, ``ctx.log()``, ``ctx.mark()``);
 - optionally ``prepare(params: dict) -> dict``: on the host before the runs
-  (content made once and cached); the guest sees the result as
-  ``config.workload.prepared``.
+  (content made once and cached); the host files the result under the
+  run's ``content_key`` (``mptlab.campaign.content``) and the guest reads
+  it back with ``ctx.prepared()``.
 
 When the stall watchdog fires, the processes ``run`` started with
 ``ctx.net.popen`` in the client's and server's namespaces get SIGTERM and

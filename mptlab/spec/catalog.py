@@ -23,7 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ValidationError
 
 from .. import home
-from ..rundir import RunSpec
+from ..rundir import RunSpec, content_key
 from . import mininet
 from .expect import Claim, alternatives, pairs, resolve, short
 from .models import ExperimentSpec, Profile, TopologySpec, adapter
@@ -597,6 +597,7 @@ class Catalog:
                         topology=topo_json,
                         profiles=profiles,
                         plan=plan_json,
+                        content_key=content_key(config["workload"]),
                     )
                 )
         return runs

@@ -24,6 +24,7 @@ The plan is plain data (``NetPlan``, in ``spec.json``): the guest builds it
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
@@ -98,6 +99,18 @@ class NetPlan:
             if link.b == node and link.b_addr:
                 out.append(link.b_addr.split("/")[0])
         return out
+
+    def path_of(self, addr: str, hosts: Iterable[str]) -> int | None:
+        """The path (1-based) an address stands for: the index of the
+        interface it belongs to among the first of ``hosts`` (the client,
+        then the server) that has it; None for any other address.  The
+        one rule by which the agent labels subflows, FEC sockets, SBD
+        flows and stall snapshots, and the analysis its tables."""
+        for host in hosts:
+            addrs = self.addresses(host)
+            if addr in addrs:
+                return addrs.index(addr) + 1
+        return None
 
     def segments(self) -> list[list[int]]:
         """The L2 segments: the indices of their links, in link order."""

@@ -1,7 +1,7 @@
 """Content a workload makes once on the host (web pages, video) and the guest
 reads: cached under ``~/.cache/mptlab/content/<kind>-<hash of the inputs>/``.
-The result of a workload's ``prepare()`` reaches the guest as
-``config.workload.prepared`` (``prepared(ctx)``)."""
+The host files a workload's ``prepare()`` result under the run's content
+key (``mptlab.campaign.content``); the guest reads it back (``prepared(ctx)``)."""
 
 from __future__ import annotations
 
@@ -49,11 +49,6 @@ def build_once(target: Path, build) -> Path:
 
 
 def prepared(ctx) -> dict:
-    """What the workload's ``prepare()`` returned on the host (``config.workload.prepared``)."""
-    data = ctx.spec.config["workload"].get("prepared")
-    if not data:
-        raise RuntimeError(
-            f"workload {ctx.workload.type!r} needs content made on the host by its prepare() "
-            "(mptlab run does this); none was passed to the guest"
-        )
-    return data
+    """What the workload's ``prepare()`` returned on the host, found by the
+    run's content key (``Context.prepared``: ``mptlab.campaign.content``)."""
+    return ctx.prepared()
