@@ -278,3 +278,21 @@ def test_the_guest_resolves_the_content_key(tmp_path, monkeypatch, bulk_spec):
     )
     with pytest.raises(RuntimeError, match="unreadable"):
         other.prepared()
+
+
+def test_a_cluster_worker_prepares_the_content_and_runs_the_spec_as_sent(
+    tmp_path, monkeypatch, bulk_spec
+):
+    from mptlab.campaign import cluster
+
+    spec = copy.deepcopy(bulk_spec)
+    spec["config"]["workload"] = {"type": "web", "page": "google", "http": "2"}
+    spec["content_key"] = rundir.content_key(spec["config"]["workload"])
+    monkeypatch.setenv("MPTLAB_CACHE", str(tmp_path / "worker-cache"))
+    monkeypatch.setattr(cluster, "_worker_setup", lambda *a: (None, None))
+    ran: list[RunSpec] = []
+    monkeypatch.setattr(cluster, "execute", lambda camp, run, *a: ran.append(run) or "done")
+    assert cluster.execute_on_worker(str(tmp_path), {}, copy.deepcopy(spec)) == "done"
+    assert ran[0].to_json() == spec  # no strip, no redo: the spec the client sent
+    manifest = rundir.content_manifest(tmp_path / "worker-cache" / "content", spec["content_key"])
+    assert json.loads(manifest.read_text())["prepared"]["root"].startswith(str(tmp_path))
