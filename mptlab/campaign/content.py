@@ -6,8 +6,9 @@ into the content cache and returns where it is.  That answer is a fact of
 the machine, not of the experiment (another worker of a cluster has its
 own cache), so it is not written into the run's spec: the host files it as
 ``<cache>/content/prepared/<content_key>.json`` (``rundir.content_manifest``)
-and the guest, told the cache's path (``rundir.CONTENT_ENV``), reads it by
-the key its spec.json carries.  The spec stays what the catalog expanded.
+and the guest, told the cache's path (``rundir.CONTENT_ENV``, set in its
+entry script by ``mptlab.campaign.execute``), reads it by the key its
+spec.json carries.  The spec stays what the catalog expanded.
 """
 
 from __future__ import annotations

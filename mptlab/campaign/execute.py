@@ -7,6 +7,7 @@ The same on this machine (``Campaign``) and on a cluster worker
 from __future__ import annotations
 
 import os
+import shlex
 import socket
 import sys
 import threading
@@ -84,7 +85,16 @@ def _execute(
     # real clock: the host's limit; virtual: the guest's (guest time), the
     # host's limit is wall_limit() of it
     timeout_s = run.config["timeout"] / 1000 + BOOT_MARGIN_S
-    entry = run_dir.write_entry(f"exec {sys.executable} -m {GUEST_AGENT} {GUEST_RUN_DIR}\n")
+    # The content cache, where the guest resolves the run's content_key: in
+    # the entry, not in boot()'s env, which goes on the kernel's command line.
+    # Linux mixes its command line into its randomness: with one more
+    # variable there, tests/test_kernel_sbd.py's virtual-time runs (seeded,
+    # otherwise the same on every rerun) came out as another realisation.
+    entry = run_dir.write_entry(
+        f"{rundir.CONTENT_ENV}={shlex.quote(str(content_dir()))}\n"
+        f"export {rundir.CONTENT_ENV}\n"
+        f"exec {sys.executable} -m {GUEST_AGENT} {GUEST_RUN_DIR}\n"
+    )
     started = time.time()
     res = boot(
         kernel,
@@ -92,8 +102,7 @@ def _execute(
         entry,
         timeout=timeout_s,
         mem_mb=run.config["kernel"].get("memory", 1 << 30) >> 20,
-        # the content cache: where the guest resolves the run's content_key
-        env={MODULES_ENV: str(kernel.modules_dir), rundir.CONTENT_ENV: str(content_dir())},
+        env={MODULES_ENV: str(kernel.modules_dir)},
         clock=clock,
         cancel=cancel,
         rng_seed=derive_seed(run.seed, "guest kernel randomness"),
