@@ -45,9 +45,17 @@ ONLY = {  # a part: the modules (and packages) of mptlab it may import, besides 
     ),
     "mptlab.analysis": ("mptlab.rundir", "mptlab.spec"),
 }
-# the imports by name: the agent's workloads (plugins), a YAML file's Mininet Topo, and
-# the package's face (the API's names, imported on first use; it is the top layer)
-DYNAMIC = {"mptlab/guest/workload.py", "mptlab/spec/mininet.py", "mptlab/__init__.py"}
+# the imports by name: the agent's workloads (plugins), a YAML file's Mininet Topo, the
+# package's face (the API's names, imported on first use; it is the top layer), and the
+# metric registry, which collects the metrics each workload and analysis reader declares
+# next to the code that produces them (they are layers above the language: by name, on
+# first use, so that a new metric touches its producer only)
+DYNAMIC = {
+    "mptlab/guest/workload.py",
+    "mptlab/spec/mininet.py",
+    "mptlab/__init__.py",
+    "mptlab/spec/metrics.py",
+}
 
 
 def module_name(path: Path) -> str:

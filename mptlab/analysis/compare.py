@@ -23,6 +23,9 @@ p-value.  A rule fails (``REGRESSED``) when the change is worse than the
 tolerance and (alpha given) p < alpha.  Worse than the tolerance but not
 significant is ``unsure`` (a failure with ``--strict``); a metric or a variant
 the baseline has and the current campaign lacks is ``MISSING`` (a failure).
+A rule's metric must be a declared one and its ``better`` the metric's
+declared direction (``mptlab.spec.metrics``), else the rules file is an error
+naming the file, line and field.
 ``ok_rate`` (share of a variant's runs whose status is ok) is always available
 as a metric.
 
@@ -46,9 +49,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from mptlab.spec import metrics as registry
+from mptlab.spec.metrics import Metric
 from mptlab.spec.yamlsrc import Source, SpecError, load
 
 from . import ingest, stats
+
+# computed here from the runs' statuses (mptlab.spec.metrics collects it)
+METRICS = (
+    Metric("ok_rate", "", "higher", "share of a variant's runs whose status is ok (compare)"),
+)
 
 RULE_FIELDS = {"metric", "better", "tolerance", "alpha", "stat", "variants", "required"}
 DEFAULT_FIELDS = {"tolerance", "alpha", "stat"}
@@ -222,8 +232,25 @@ def load_rules(path: Path) -> list[Rule]:
                     f"{raw['required']!r} is not allowed; allowed: true, false"
                 )
             rule.required = raw["required"]
+        _check_registry(src, loc, name, rule)
         rules.append(rule)
     return rules
+
+
+def _check_registry(src: Source, loc: tuple, name: str, rule: Rule) -> None:
+    """A rule's metric is a declared one and its direction the registry's
+    (``mptlab.spec.metrics``): a misspelled metric would be skipped silently
+    (no campaign has it), a wrong direction would call a regression an
+    improvement."""
+    why = registry.unknown(rule.metric)
+    if why:
+        raise RulesError(f"{src.where(loc + ('metric',))}: {name}.metric: {why}")
+    declared = registry.better(rule.metric)
+    if declared is not None and declared != rule.better:
+        raise RulesError(
+            f"{src.where(loc + ('better',))}: {name}.better: {rule.better!r} disagrees with "
+            f"the metric's declared direction ({declared!r}, {registry.home(rule.metric)})"
+        )
 
 
 # ------------------------------------------------------------------ data

@@ -17,6 +17,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from ..spec import metrics  # noqa: E402
 from . import stats  # noqa: E402
 
 STYLE: dict[Any, Any] = {
@@ -37,33 +38,10 @@ STYLE: dict[Any, Any] = {
 }
 COLORS = plt.get_cmap("tab10").colors  # type: ignore[attr-defined] # a ListedColormap
 
-UNITS = {
-    "goodput_mbps": "Mbit/s",
-    "goodput_total_mbps": "Mbit/s",
-    "duration_s": "s",
-    "k_ofo_bytes_max": "bytes",
-    "k_rmem_bytes_p50": "bytes",
-    "k_rmem_bytes_p95": "bytes",
-    "pcap_ofo_bytes_max": "bytes",
-    "k_bytes_reinjected": "bytes",
-    "or_resent_bytes": "bytes",
-    "pcap_hol_delay_mean_ms": "ms",
-    "pcap_hol_delay_p95_ms": "ms",
-    "pcap_hol_delay_max_ms": "ms",
-    "srtt_ms": "ms",
-    "cwnd": "segments",
-    "ofo_bytes": "bytes",
-    "in_flight": "segments",
-    "fec_ratio": "data segments per FEC packet",
-    "fec_ratio_mean": "segments",
-    "fec_overhead": "share of packets",
-    "sbd_first_correct_s": "s",
-    "sbd_transition_delay_s": "s",
-}
-
 
 def label(metric: str) -> str:
-    unit = UNITS.get(metric)
+    """An axis label: the metric and its unit (``mptlab.spec.metrics``)."""
+    unit = metrics.unit(metric)
     return f"{metric} [{unit}]" if unit else metric
 
 

@@ -25,7 +25,7 @@ from pydantic import BaseModel, ValidationError
 from .. import home
 from ..rundir import RunSpec, content_key
 from . import mininet
-from .expect import Claim, alternatives, pairs, resolve, short
+from .expect import Claim, alternatives, pairs, resolve, short, unknown_columns
 from .models import ExperimentSpec, Profile, TopologySpec, adapter
 from .plan import path_slot, plan, plan_events
 from .seeds import derive_seed
@@ -451,7 +451,9 @@ class Catalog:
         variant's name, no entry matches several variants.  A value no variant
         has (a scheduler still to come) is allowed: the claim is "not run".
         Claims inherited through ``extends`` were checked in the parent; where
-        this experiment lacks their variants they are "not run"."""
+        this experiment lacks their variants they are "not run".  The metric
+        must be a declared one (``mptlab.spec.metrics``): a misspelled metric
+        would make a claim no run can ever check."""
         exp = self.spec(name)
         if not exp.expect or "expect" not in self.experiments[name]:
             # none, or inherited: checked where written; a variant this one lacks is "not run"
@@ -462,6 +464,9 @@ class Catalog:
         keys = sorted({k for _, assignment in variants for k in assignment})
         short_keys = {k.split(".")[-1] for k in keys}
         for i, claim in enumerate(exp.expect):
+            for why in unknown_columns(claim.metric):
+                loc = (*prefix, "expect", i, "metric")
+                raise SpecError(f"{src.where(loc)}: {'.'.join(map(str, loc))}: {why}")
             for j, entry in enumerate(claim.compare):
                 loc = (*prefix, "expect", i, "compare", j)
                 where = f"{src.where(loc)}: {'.'.join(map(str, loc))}"

@@ -41,7 +41,11 @@ Its ``size_tolerance`` is the relative band around the paper's value
 (default 10 %: 0.75 is met by 0.675 to 0.825; ``Claim.size_band``).
 
 ``metric`` is a column of the runs table or the ratio of two
-(``goodput_mbps / bg_received_mbps``), computed per run.
+(``goodput_mbps / bg_received_mbps``), computed per run.  In a campaign
+file each must be a metric the registry declares (``mptlab.spec.metrics``;
+``unknown_columns``), else the catalog refuses the claim with the file, the
+line and the close matches ("did you mean goodput_mbps?"); a claim built in
+Python may name any column (one no run has is "not run").
 
 The analysis (``mptlab.analysis.reproduce``) evaluates them.
 """
@@ -53,6 +57,8 @@ import re
 from typing import Annotated, Literal
 
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+
+from . import metrics as registry
 
 _COLUMN = r"[A-Za-z_][A-Za-z0-9_]*"
 # a level claim's default band around the paper's value (Claim.size_band)
@@ -90,6 +96,11 @@ def metric_columns(metric: str) -> tuple[str, str | None]:
     if not m:
         raise ValueError(f"{metric!r}: a runs column, or the ratio of two ('a / b')")
     return m.group(1), m.group(2)
+
+
+def unknown_columns(metric: str) -> list[str]:
+    """Why each column of a claim's ``metric`` is not a declared metric ([]: all are)."""
+    return [why for c in metric_columns(metric) if c and (why := registry.unknown(c))]
 
 
 def alternatives(entry: str) -> list[str]:
@@ -333,4 +344,5 @@ __all__ = [
     "pairs",
     "resolve",
     "short",
+    "unknown_columns",
 ]

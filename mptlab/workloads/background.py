@@ -62,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from ..guest.netlab import in_netns, wait_listening
+from ..spec.metrics import Metric
 from ..spec.seeds import derive_seed
 from .helpers import bgtraffic
 from .helpers.common import stop as stop_proc
@@ -77,6 +78,20 @@ GREEDY_PPS = 20000  # a rate no bottleneck here can carry: the sender always has
 UDP_OVERHEAD = 14 + 20 + 8  # Ethernet + IPv4 + UDP header bytes per packet
 TCP_OVERHEAD = 14 + 20 + 32  # Ethernet + IPv4 + TCP header with timestamps
 LOAD_TOLERANCE = 0.10  # sent vs scheduled payload beyond this: the run's load_ok is false
+# stop()'s result, which the run records as ``background``: the runs table
+# prefixes its keys with bg_ (lists go to the series table)
+METRICS = (
+    Metric(
+        "bg_pairs",
+        "",
+        None,
+        "per background pair: configured, scheduled, sent and received Mbit/s, packets/s, "
+        "TCP segments out and retransmitted, sent_vs_scheduled, load_ok",
+        table="series",
+    ),
+    Metric("bg_seeds", "", None, "each background entry's seed", table="series"),
+    Metric("bg_schedule", "", None, "where the flow schedule is (traces/...json, text)"),
+)
 
 
 # --------------------------------------------------------------- schedules

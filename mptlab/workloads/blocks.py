@@ -27,10 +27,25 @@ import time
 
 from ..guest.sockets import connect, listen
 from ..guest.workload import WorkloadError
+from ..spec.metrics import Metric
 from .helpers.common import endpoints, ipdv, mptcp, recv_exact, summary
 
 PORT = 8084
 HEADER = struct.Struct("!Qd")  # index, due time
+
+HEADLINE = ("delay_mean_ms", "delay_p95_ms", "worst_delay_increase_pct")
+METRICS = (  # goodput_mbps, delay_*_ms, jitter_ms, rate_mbps, sender_lag_max_ms: helpers.common
+    Metric("blocks_sent", "", None, "blocks due at or after the warm-up"),
+    Metric("blocks_received", "", "higher", "of those, blocks received"),
+    Metric(
+        "worst_delay_increase_pct",
+        "%",
+        "lower",
+        "(max - min) / min of the block delays (the Ferlin thesis's metric)",
+    ),
+    Metric("block_size", "B", None, "the configured block size"),
+    Metric("interval_ms", "ms", None, "time between two blocks' due times"),
+)
 
 
 def interval_s(block_size: int, rate_mbit: float) -> float:

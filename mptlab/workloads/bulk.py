@@ -32,10 +32,29 @@ import subprocess
 
 from .. import rundir
 from ..guest.workload import WorkloadError
+from ..spec.metrics import Metric
 from .helpers import spin
 from .helpers.common import endpoints, mptcpize
 
 PORT = 5201
+
+HEADLINE = ("goodput_mbps", "goodput_cov", "duration_s", "retransmits")
+METRICS = (  # goodput_mbps, duration_s, analysis_window_s: helpers.common
+    Metric(
+        "goodput_cov",
+        "",
+        "lower",
+        "sd / mean of the goodput per whole second of the analysis window "
+        "(the MPT-BM paper's stability metric)",
+    ),
+    Metric(
+        "goodput_total_mbps", "Mbit/s", "higher", "goodput of the whole transfer, warm-up included"
+    ),
+    Metric("bytes_received", "B", None, "bytes the receiver got (iperf3's end report)"),
+    Metric("bytes_sent", "B", None, "bytes the sender wrote (iperf3's end report)"),
+    Metric("retransmits", "segments", "lower", "TCP retransmissions iperf3 reports for the sender"),
+    Metric("interval_bytes", "B", None, "bytes received per 100 ms interval", table="series"),
+)
 
 
 def preload(ctx) -> list[str]:

@@ -29,6 +29,7 @@ import time
 
 from ..guest.netlab import wait_listening
 from ..guest.workload import WorkloadError
+from ..spec.metrics import Metric
 from .helpers.common import (
     announce_client_addresses,
     endpoints,
@@ -41,6 +42,23 @@ from .helpers.common import (
 
 SIGNAL_PORT = 9000
 DATA_PORT = 8999
+
+HEADLINE = ("delay_mean_ms", "delay_p95_ms", "jitter_ms", "frames_lost")
+METRICS = (  # goodput_mbps, delay_*_ms, jitter_ms, analysis_window_s, rate_mbps: helpers.common
+    Metric("frames_sent", "", None, "frames sent at or after the warm-up"),
+    Metric("frames_received", "", "higher", "of those, frames received"),
+    Metric("frames_lost", "", "lower", "of those, frames never received"),
+    Metric("frame_rate", "1/s", None, "frames received per second of sending time"),
+    Metric("frame_size", "B", None, "the configured frame size"),
+    Metric("configured_frame_rate", "1/s", None, "frames per second the rate and size give"),
+    Metric(
+        "path_owd_ms",
+        "ms",
+        None,
+        "each path's configured one-way propagation delay, for reading delays against",
+        table="series",
+    ),
+)
 
 
 def frames_per_s(rate_mbit: float, frame_size: int) -> float:

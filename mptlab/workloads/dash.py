@@ -32,12 +32,34 @@ from pathlib import Path
 from ..guest.netlab import wait_listening
 from ..guest.sockets import connect
 from ..guest.workload import WorkloadError
+from ..spec.metrics import Metric
 from .helpers import dash_player, httpd, media
 from .helpers.common import endpoints, mptcp, stop
 from .helpers.content import prepared
 from .helpers.httpd import Connection
 
 PORT = 8082
+
+HEADLINE = ("avg_bitrate_mbps", "switches", "stalls", "stall_s")
+METRICS = (
+    Metric("avg_bitrate_mbps", "Mbit/s", "higher", "mean nominal bitrate of the segments played"),
+    Metric("avg_media_rate_mbps", "Mbit/s", "higher", "their actual bytes per second of video"),
+    Metric("switches", "", "lower", "bitrate changes between consecutive segments"),
+    Metric("switch_size_mbps", "Mbit/s", "lower", "mean size of a bitrate change"),
+    Metric("stalls", "", "lower", "rebufferings after playback started"),
+    Metric("stall_s", "s", "lower", "time spent rebuffering"),
+    Metric("startup_delay_s", "s", "lower", "player start to playback start"),
+    Metric("segments", "", None, "segments played"),
+    Metric("top_bitrate_share", "", "higher", "share of the segments at the top bitrate"),
+    Metric("last_bitrate_mbps", "Mbit/s", None, "the last segment's bitrate"),
+    Metric("download_mbps", "Mbit/s", "higher", "segment bytes over download time"),
+    Metric("session_s", "s", None, "until the last frame plays"),
+    Metric("bitrates_mbps", "Mbit/s", None, "each segment's bitrate", table="series"),
+    Metric("throughputs_mbps", "Mbit/s", None, "each segment's throughput", table="series"),
+    Metric("buffer_s", "s", None, "the buffer when each segment was requested", table="series"),
+    Metric("adaptation", "", None, "the adaptation algorithm (text)"),
+    Metric("ladder_mbps", "Mbit/s", None, "the bitrate ladder", table="series"),
+)
 
 
 def ladder_kbps(ladder_mbit: list[float]) -> list[int]:

@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import time
 
+from ..spec.metrics import Metric
+
+HEADLINE = ("duration_s",)
+METRICS: tuple[Metric, ...] = ()  # duration_s: helpers.common
+
 
 def run(ctx) -> dict:
     ctx.mark("workload_start")

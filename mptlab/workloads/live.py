@@ -36,6 +36,7 @@ from pathlib import Path
 
 from ..guest.sockets import connect, listen
 from ..guest.workload import WorkloadError
+from ..spec.metrics import Metric
 from .helpers import media
 from .helpers.common import endpoints, ipdv, mptcp, recv_exact, summary
 from .helpers.content import prepared
@@ -43,6 +44,25 @@ from .helpers.content import prepared
 PORT = 8083
 HEADER = struct.Struct("!IIdc3x")  # index, size, capture time, picture type
 GRACE_S = 2.0
+
+HEADLINE = ("in_time_ratio", "frames_in_time", "frames_dropped")
+METRICS = (  # goodput_mbps, delay_*_ms, jitter_ms, sender_lag_max_ms: helpers.common
+    Metric("frames", "", None, "frames of the stream"),
+    Metric("frames_in_time", "", "higher", "frames complete within the playout delay"),
+    Metric("frames_late", "", "lower", "frames complete after it"),
+    Metric("frames_dropped", "", "lower", "frames not complete when the session ended"),
+    Metric("in_time_ratio", "", "higher", "frames_in_time / frames"),
+    Metric("frames_by_type_{t}", "", None, "frames of picture type t (I, P, B)"),
+    Metric("frames_in_time_by_type_{t}", "", "higher", "of those, in time"),
+    Metric(
+        "sender_cut_at_deadline",
+        "",
+        None,
+        "the receiver's deadline cut the sender off (a path slower than the stream)",
+    ),
+    Metric("stream_mbps", "Mbit/s", None, "the stream's bitrate"),
+    Metric("playout_delay_ms", "ms", None, "the configured playout delay"),
+)
 
 
 def prepare(p: dict) -> dict:

@@ -49,6 +49,7 @@ from pathlib import Path
 from ..guest.netlab import wait_listening
 from ..guest.sockets import connect
 from ..guest.workload import WorkloadError
+from ..spec.metrics import Metric
 from .helpers import httpd, pages
 from .helpers.common import endpoints, mptcp, mptcpize, stop
 from .helpers.content import build_once, content_dir, prepared
@@ -58,6 +59,47 @@ H1_PORT = 8081
 H2_PORT = 8080
 H2_WINDOW_BITS = 23  # nghttp -w: per-stream window 8 MiB (Chrome: 6 MiB)
 H2_CONN_WINDOW_BITS = 24  # nghttp -W: connection window 16 MiB (Chrome: 15 MiB)
+
+HEADLINE = ("page_load_s",)
+METRICS = (
+    Metric(
+        "page_load_s",
+        "s",
+        "lower",
+        "mean page load time: from the client starting its first connection to the last "
+        "byte of the last object",
+    ),
+    Metric("page_loads_s", "s", "lower", "each load's page load time", table="series"),
+    Metric("page_load_min_s", "s", "lower", "the fastest load"),
+    Metric("page_load_max_s", "s", "lower", "the slowest load"),
+    Metric("first_request_max_ms", "ms", "lower", "the latest start of a load's first request"),
+    Metric(
+        "late_first_request_loads",
+        "",
+        "lower",
+        "loads whose first request started SYN_RTO_S or later (a lost SYN or SYN-ACK)",
+    ),
+    Metric("objects", "", None, "objects fetched per load"),
+    Metric("bytes", "B", None, "body bytes per load"),
+    Metric("page_bytes", "B", None, "the page set's total bytes"),
+    Metric(
+        "object_times",
+        "ms",
+        None,
+        "first load: [path, bytes, start_ms, end_ms, connection] per object",
+        table="series",
+    ),
+    Metric("http", "", None, "the HTTP version (text)"),
+    Metric("page", "", None, "the page set (text)"),
+    Metric("connections", "", None, "connections per load"),
+    Metric(
+        "capacity_mbps",
+        "Mbit/s",
+        None,
+        "sum of the path rates for MPTCP, the TCP path's rate for TCP",
+    ),
+    Metric("min_transfer_s", "s", None, "the page's bytes at that capacity: no load is faster"),
+)
 
 
 def prepare(p: dict) -> dict:

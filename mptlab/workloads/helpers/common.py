@@ -15,6 +15,44 @@ import signal
 import socket
 import subprocess
 
+from ...spec.metrics import Metric
+
+# The metrics several workloads produce, declared once (mptlab.spec.metrics):
+# the delay summary and jitter of summary() and ipdv() below, and the names
+# the workloads share with one meaning
+METRICS = (
+    Metric(
+        "goodput_mbps",
+        "Mbit/s",
+        "higher",
+        "application bytes received per second after the warm-up (bulk: in the analysis "
+        "window; cbr, blocks, live: over the received frames' or blocks' span)",
+    ),
+    Metric(
+        "duration_s",
+        "s",
+        "lower",
+        "bulk: the whole transfer (a byte-limited one's completion time); idle: the measured "
+        "idle time",
+    ),
+    Metric("analysis_window_s", "s", None, "the time after the warm-up the metrics cover"),
+    Metric(
+        "delay_{stat}_ms",
+        "ms",
+        "lower",
+        "application delay of frames (cbr: one-way; live: capture to arrival) or blocks (due "
+        "to arrival): mean, median, p95, p99, min, max, std",
+    ),
+    Metric("jitter_ms", "ms", "lower", "mean |difference| of consecutive delays (ipdv)"),
+    Metric("rate_mbps", "Mbit/s", None, "the configured sending rate"),
+    Metric(
+        "sender_lag_max_ms",
+        "ms",
+        "lower",
+        "how far the sender fell behind its clock because the socket was full",
+    ),
+)
+
 
 # ------------------------------------------------------------------ guest
 def mptcp(ctx) -> bool:
