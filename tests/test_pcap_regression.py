@@ -52,9 +52,7 @@ def tables() -> dict:
             out[f"{name}/{t}"] = _digest(getattr(res, t))
         out[f"{name}/packets"] = {"packets": int(res.packets), "skipped": int(res.skipped)}
     out["kernel_agreement"] = json.loads(
-        json.dumps(
-            {k: v for k, v in pcap.kernel_agreement(RUN).items() if k != "run"}, default=str
-        )
+        json.dumps({k: v for k, v in pcap.kernel_agreement(RUN).items() if k != "run"}, default=str)
     )
     return out
 
