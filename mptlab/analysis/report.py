@@ -32,10 +32,9 @@ import json
 from pathlib import Path
 
 import pandas as pd
-from markupsafe import escape
 
 from ..rundir import CampaignDir, RunDirError, breakdown
-from . import html, ingest, stats
+from . import ingest, stats
 from .html import Markup, render
 from .sections import SECTIONS, Context, render_sections
 from .sections.nstat import NSTAT_PATTERNS
@@ -65,19 +64,6 @@ pre{background:#f6f8fa;padding:8px;overflow-x:auto;font-size:12px;max-height:420
 details{margin:4px 0 8px}summary{cursor:pointer;color:#0969da}
 .pill{display:inline-block;padding:1px 8px;border-radius:10px;font-size:12px;background:#eef2f6;margin-right:4px}
 """
-
-
-def esc(x) -> str:
-    """Text for HTML written outside the templating layer (the reproduction page),
-    escaped as the templates escape it."""
-    return str(escape("" if x is None else str(x)))
-
-
-def table(headers: list, rows: list[list], left: int = 1, row_class=None) -> str:
-    """``html.table`` for callers that write their cells as HTML themselves (the
-    reproduction page): each cell is taken as markup, the headers as text."""
-    cells = [[Markup(c) for c in row] for row in rows]
-    return str(html.table(headers, cells, left=left, row_class=row_class))
 
 
 # MPTCP's own, whatever the workload: retransmissions, reinjections, the OFO
@@ -366,7 +352,6 @@ __all__ = [
     "build",
     "claims_table",
     "context",
-    "esc",
     "figure_metrics",
     "fmt",
     "key_metrics",
@@ -374,6 +359,5 @@ __all__ = [
     "page",
     "pct",
     "quick_warning",
-    "table",
     "verdict_pills",
 ]

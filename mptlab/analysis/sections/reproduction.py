@@ -140,10 +140,13 @@ _EXPERIMENT = """\
 {%- if notes %}<p><b>What differs from the paper's setup</b> (the experiment's notes): \
 {{ notes }}</p>{% endif %}"""
 
+# the verdict legend only where there are verdicts: with no claims at all the section
+# is one line, not a paragraph of legend above the headline figure
 _SECTION = """\
 <h2 id='reproduction'>Reproduction of the paper</h2>{{ experiments }}\
-<p class='muted'>Verdicts: {{ legend }} Claims come from each experiment's <code>expect:</code> \
-(experiments.yaml or <code>--file</code>); <code>mptlab reproduce</code> prints the same.</p>
+<p class='muted'>{% if experiments %}Verdicts: {{ legend }} {% endif %}Claims come from each \
+experiment's <code>expect:</code> (experiments.yaml or <code>--file</code>); \
+<code>mptlab reproduce</code> prints the same.</p>\
 {%- if quiet %}<p class='muted'>No claims: {{ quiet|join('; ') }}.</p>{% endif %}"""
 
 
