@@ -162,5 +162,5 @@ def test_the_report_shows_sbd_accuracy_over_time_and_per_variant(tmp_path):
         assert f"<td class='l'>{variant}</td><td class=''>2</td><td class=''>0.75 [0.75, 0.75]" in (
             sbd
         )
-    assert "7 <span class='muted'>(n=1)</span>" in sbd  # one run of two detected
+    assert "7 s <span class='muted'>(n=1)</span>" in sbd  # one run of two detected, in s
     assert "tcp-wlan" not in sbd  # no SBD in its runs

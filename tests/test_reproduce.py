@@ -734,23 +734,27 @@ def test_mptlab_reproduce_prints_each_claim_with_its_verdict(fixture_results, mp
     assert p.returncode == 2 and "no runs of blest-3g-wlan; experiments there: fixture" in p.stderr
 
 
-def test_the_report_leads_with_key_metrics_then_reproduction_and_has_run_health(
+def test_the_report_leads_with_the_verdicts_and_headline_figure_and_has_run_health(
     fixture_results,
 ):
+    """Like a paper (issue 25): the reproduction's verdicts, the headline figure,
+    then the key metrics, the comparisons and, further down, run health."""
     root, claims = fixture_results
     html = report.build(root / "fixture", out=root / "r.html", pcap=False, claims_file=claims)
     text = html.read_text()
     order = [
-        text.index("<h2 id='summary'>Key metrics"),
         text.index("<h2 id='reproduction'>Reproduction of the paper"),
+        text.index("<h2 id='headline'>goodput_mbps per variant"),
+        text.index("<h2 id='summary'>Key metrics"),
         text.index("<h2 id='compare'>"),
         text.index("<h2 id='health'>Run health"),
     ]
     assert order == sorted(order)
-    key = text[order[0] : order[1]]
+    assert "data:image/png;base64," in text[order[1] : order[2]]  # the box plot
+    key = text[order[2] : order[3]]
     assert key.index("goodput_mbps") < key.index("<details>")  # the workload's metric leads
     assert "host_cpu_s" not in key[: key.index("<details>")]  # host CPU is run health
-    assert "host_cpu_wait_share" in text[order[3] :]
+    assert "host_cpu_wait_share" in text[order[4] :]
     assert "BLEST beats TCP on WLAN" in text and ">reproduced<" in text
     assert "not ok, left out" in text
     # without claims for the experiment: said so, quietly

@@ -360,7 +360,9 @@ def test_level_claims_on_the_page_in_the_frame_and_the_markdown(tmp_path):
     text = (root / "p.html").read_text()
     assert "<span class='bad'><b>different</b></span>" in text
     assert text.count("9.4 Mbit/s (level, band +-10 %)") == 2  # fixture, fixture3
-    assert "-4.684 Mbit/s (-39.0 % [-42.5 %, -35.6 %]) vs the paper&#x27;s" in text
+    assert (
+        "-4.684 Mbit/s (-39.0 % [-42.5 %, -35.6 %]) vs the paper&#39;s" in text
+    )  # Jinja2's escape
     lines = md.read_text().splitlines()
     assert (
         "| fixture | TCP on WLAN at 12 Mbit/s (made up) | 12 Mbit/s (level, band +-10 %) | "

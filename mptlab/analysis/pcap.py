@@ -363,11 +363,36 @@ def _read_buf(buf, path: str) -> Packets:
 
 
 def _decode(data, start, caplen, ts, linktypes) -> Packets:
-    n = len(start)
+    """The IPv4/TCP packets of one chunk of records (the others skipped) and their
+    TCP, MPTCP (DSS, MP_CAPABLE, MP_JOIN) and TCP-dFEC fields, column-wise."""
     P = _gather(data, start, WINDOW)
     # bytes past a packet's captured length belong to the next record: every field read
     # below is guarded by caplen (headers) or by the captured option length (options)
-    l3 = np.full(n, -1, np.int64)
+    ok, IP, ihl, pos4 = _ipv4_tcp(P, _l3_offsets(P, linktypes), caplen)
+    keep = np.nonzero(ok)[0]
+    P, IP, pos4, caplen = P[keep], IP[keep], pos4[keep], caplen[keep]
+    T = _take(P, pos4, 60)
+    doff = (T[:, 12] >> 4).astype(np.int64) * 4
+    cols = _tcp_columns(ts[keep], IP, ihl[keep], T, doff)
+    avail = np.minimum(doff, caplen - pos4)  # option bytes actually captured
+    dss_pos, mpc_pos, fec = _walk_options(T, doff, avail)
+    _dss_columns(cols, T, dss_pos)
+    _mp_capable_columns(cols, T, mpc_pos)
+    # ---- TCP-dFEC: an FEC packet carries parity, not data, and its DSS option
+    # is XORed too (MPTCP-dFEC).  It counts neither as data nor as a
+    # retransmission: its payload moves to fec_len, its DSS option is ignored
+    if fec.any():
+        cols["fec_len"][fec] = cols["paylen"][fec]
+        cols["paylen"][fec] = 0
+        cols["dss"][fec] = 0
+    return Packets(cols)
+
+
+def _l3_offsets(P: np.ndarray, linktypes: np.ndarray) -> np.ndarray:
+    """Where each record's IPv4 header starts (-1: not IPv4, or a link type mptlab
+    does not read), from its link-layer header (Ethernet with one VLAN tag, Linux
+    cooked v1 and v2, raw IP)."""
+    l3 = np.full(len(P), -1, np.int64)
     for lt, off in _L3_OFFSET.items():
         l3[linktypes == lt] = off
     eth = linktypes == LINKTYPE_ETHERNET
@@ -385,6 +410,12 @@ def _decode(data, start, caplen, ts, linktypes) -> Packets:
     if sll2.any():
         proto = (P[:, 0].astype(np.int64) << 8) | P[:, 1]
         l3 = np.where(sll2 & (proto != 0x0800), -1, l3)
+    return l3
+
+
+def _ipv4_tcp(P: np.ndarray, l3: np.ndarray, caplen: np.ndarray):
+    """(which records are unfragmented IPv4 TCP with a captured TCP header, their IP
+    headers, IP header lengths and TCP header offsets), every record."""
     ok = l3 >= 0
     pos3 = np.where(ok, l3, 0)
     IP = _take(P, pos3, 20)
@@ -394,14 +425,29 @@ def _decode(data, start, caplen, ts, linktypes) -> Packets:
     ok &= frag_off == 0
     pos4 = pos3 + ihl
     ok &= caplen >= pos4 + 20
-    keep = np.nonzero(ok)[0]
-    P, IP, pos4, caplen = P[keep], IP[keep], pos4[keep], caplen[keep]
-    T = _take(P, pos4, 60)
-    doff = (T[:, 12] >> 4).astype(np.int64) * 4
+    return ok, IP, ihl, pos4
+
+
+_MPTCP_FIELDS = (
+    "mp_sub",
+    "mp_ver",
+    "dss",
+    "dack",
+    "dsn",
+    "ssn",
+    "dlen",
+    "key_a",
+    "key_b",
+    "token",
+    "fec_len",
+)
+
+
+def _tcp_columns(ts, IP, ihl, T, doff) -> dict[str, np.ndarray]:
+    """The IP and TCP header fields, and the MPTCP ones zeroed (``mp_sub`` -1)."""
     iplen = (IP[:, 2].astype(np.int64) << 8) | IP[:, 3]
-    m = len(keep)
     cols = {
-        "ts": ts[keep],
+        "ts": ts,
         "src": _be(IP[:, 12:16]).astype(np.uint32),
         "dst": _be(IP[:, 16:20]).astype(np.uint32),
         "sport": _be(T[:, 0:2]).astype(np.uint16),
@@ -410,25 +456,19 @@ def _decode(data, start, caplen, ts, linktypes) -> Packets:
         "ack": _be(T[:, 8:12]).astype(np.uint32),
         "flags": T[:, 13].copy(),
         "win": _be(T[:, 14:16]).astype(np.uint16),
-        "paylen": np.maximum(iplen - ihl[keep] - doff, 0),
+        "paylen": np.maximum(iplen - ihl - doff, 0),
     }
-    for k in (
-        "mp_sub",
-        "mp_ver",
-        "dss",
-        "dack",
-        "dsn",
-        "ssn",
-        "dlen",
-        "key_a",
-        "key_b",
-        "token",
-        "fec_len",
-    ):
-        cols[k] = np.zeros(m, FIELDS[k])
+    for k in _MPTCP_FIELDS:
+        cols[k] = np.zeros(len(T), FIELDS[k])
     cols["mp_sub"][:] = -1
-    # ---- TCP options: walk all packets' option lists in lock-step
-    avail = np.minimum(doff, caplen - pos4)  # option bytes actually captured
+    return cols
+
+
+def _walk_options(T: np.ndarray, doff: np.ndarray, avail: np.ndarray):
+    """Walk all packets' TCP option lists in lock-step (at most 40 options each):
+    (offset of the DSS option or -1, offset of MP_CAPABLE/MP_JOIN or -1, whether
+    the packet carries an encoded TCP-dFEC option) per packet."""
+    m = len(T)
     rows = np.nonzero(doff > 20)[0]
     cur = np.full(len(rows), 20, np.int64)
     end = avail[rows]
@@ -461,61 +501,61 @@ def _decode(data, start, caplen, ts, linktypes) -> Packets:
             fec[r[enc]] = True
         step = np.where(nop, 1, olen)
         cur = np.where(eol | bad, end, cur + step)
-    # ---- DSS
+    return dss_pos, mpc_pos, fec
+
+
+def _dss_columns(cols: dict, T: np.ndarray, dss_pos: np.ndarray) -> None:
+    """The DSS option's flags, data ACK and mapping (DSN, SSN, length), in place."""
     r = np.nonzero(dss_pos >= 0)[0]
-    if len(r):
-        D = _take(T[r], dss_pos[r], 28)
-        fl = D[:, 3] & 0x1F
-        a_present = (fl & DSS_A) != 0
-        a8 = (fl & DSS_a) != 0
-        m_present = (fl & DSS_M) != 0
-        m8 = (fl & DSS_m) != 0
-        dack = np.where(a8, _be(D[:, 4:12]), _be(D[:, 4:8]))
-        p = 4 + np.where(a_present, np.where(a8, 8, 4), 0)
-        X = _take(D, p, 16)
-        dsn = np.where(m8, _be(X[:, 0:8]), _be(X[:, 0:4]))
-        q = np.where(m8, 8, 4)
-        Y = _take(X, q, 6)
-        cols["dss"][r] = fl
-        cols["dack"][r] = np.where(a_present, dack, 0)
-        cols["dsn"][r] = np.where(m_present, dsn, 0)
-        cols["ssn"][r] = np.where(m_present, _be(Y[:, 0:4]), 0).astype(np.uint32)
-        cols["dlen"][r] = np.where(m_present, _be(Y[:, 4:6]), 0).astype(np.uint16)
-    # ---- MP_CAPABLE / MP_JOIN
+    if not len(r):
+        return
+    D = _take(T[r], dss_pos[r], 28)
+    fl = D[:, 3] & 0x1F
+    a_present = (fl & DSS_A) != 0
+    a8 = (fl & DSS_a) != 0
+    m_present = (fl & DSS_M) != 0
+    m8 = (fl & DSS_m) != 0
+    dack = np.where(a8, _be(D[:, 4:12]), _be(D[:, 4:8]))
+    p = 4 + np.where(a_present, np.where(a8, 8, 4), 0)
+    X = _take(D, p, 16)
+    dsn = np.where(m8, _be(X[:, 0:8]), _be(X[:, 0:4]))
+    q = np.where(m8, 8, 4)
+    Y = _take(X, q, 6)
+    cols["dss"][r] = fl
+    cols["dack"][r] = np.where(a_present, dack, 0)
+    cols["dsn"][r] = np.where(m_present, dsn, 0)
+    cols["ssn"][r] = np.where(m_present, _be(Y[:, 0:4]), 0).astype(np.uint32)
+    cols["dlen"][r] = np.where(m_present, _be(Y[:, 4:6]), 0).astype(np.uint16)
+
+
+def _mp_capable_columns(cols: dict, T: np.ndarray, mpc_pos: np.ndarray) -> None:
+    """MP_CAPABLE's version and keys, MP_JOIN's token (SYN), in place; MPTCP v1's
+    data on the third ACK gets the mapping its MP_CAPABLE implies."""
     r = np.nonzero(mpc_pos >= 0)[0]
-    if len(r):
-        D = _take(T[r], mpc_pos[r], 24)
-        olen = D[:, 1].astype(np.int64)
-        sub = (D[:, 2] >> 4).astype(np.int8)
-        cols["mp_sub"][r] = sub
-        cols["mp_ver"][r] = np.where(sub == MP_CAPABLE, D[:, 2] & 0x0F, 0)
-        cap = sub == MP_CAPABLE
-        cols["key_a"][r] = np.where(cap & (olen >= 12), _be(D[:, 4:12]), 0)
-        cols["key_b"][r] = np.where(cap & (olen >= 20), _be(D[:, 12:20]), 0)
-        syn = (cols["flags"][r] & (SYN | ACK)) == SYN
-        cols["token"][r] = np.where(
-            (sub == MP_JOIN) & syn & (olen >= 12), _be(D[:, 4:8]), 0
-        ).astype(np.uint32)
-        # MPTCP v1: data on the third ACK carries MP_CAPABLE with a data-level length
-        # instead of a DSS; its mapping starts at IDSN + 1 and subflow sequence 1
-        with_data = np.nonzero(
-            cap & (olen >= 22) & (cols["paylen"][r] > 0) & (cols["dss"][r] == 0)
-        )[0]
-        for j in with_data:
-            i = r[j]
-            cols["dss"][i] = DSS_M | DSS_m
-            idsn = key_idsn(int(cols["key_a"][i]), int(cols["mp_ver"][i]))
-            cols["dsn"][i] = (idsn + 1) % (1 << 64)
-            cols["ssn"][i] = 1
-            cols["dlen"][i] = (int(D[j, 20]) << 8) | int(D[j, 21])
-    # ---- TCP-dFEC: an FEC packet carries parity, not data, and its DSS option
-    # is XORed too (MPTCP-dFEC).  It counts neither as data nor as a
-    # retransmission: its payload moves to fec_len, its DSS option is ignored
-    if fec.any():
-        cols["fec_len"][fec] = cols["paylen"][fec]
-        cols["paylen"][fec] = 0
-        cols["dss"][fec] = 0
-    return Packets(cols)
+    if not len(r):
+        return
+    D = _take(T[r], mpc_pos[r], 24)
+    olen = D[:, 1].astype(np.int64)
+    sub = (D[:, 2] >> 4).astype(np.int8)
+    cols["mp_sub"][r] = sub
+    cols["mp_ver"][r] = np.where(sub == MP_CAPABLE, D[:, 2] & 0x0F, 0)
+    cap = sub == MP_CAPABLE
+    cols["key_a"][r] = np.where(cap & (olen >= 12), _be(D[:, 4:12]), 0)
+    cols["key_b"][r] = np.where(cap & (olen >= 20), _be(D[:, 12:20]), 0)
+    syn = (cols["flags"][r] & (SYN | ACK)) == SYN
+    cols["token"][r] = np.where((sub == MP_JOIN) & syn & (olen >= 12), _be(D[:, 4:8]), 0).astype(
+        np.uint32
+    )
+    # MPTCP v1: data on the third ACK carries MP_CAPABLE with a data-level length
+    # instead of a DSS; its mapping starts at IDSN + 1 and subflow sequence 1
+    with_data = np.nonzero(cap & (olen >= 22) & (cols["paylen"][r] > 0) & (cols["dss"][r] == 0))[0]
+    for j in with_data:
+        i = r[j]
+        cols["dss"][i] = DSS_M | DSS_m
+        idsn = key_idsn(int(cols["key_a"][i]), int(cols["mp_ver"][i]))
+        cols["dsn"][i] = (idsn + 1) % (1 << 64)
+        cols["ssn"][i] = 1
+        cols["dlen"][i] = (int(D[j, 20]) << 8) | int(D[j, 21])
 
 
 # ------------------------------------------------------------------- analysis
@@ -781,126 +821,17 @@ def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
     Returns {conn_id: {"subflows": {(lo, hi): initiator_endpoint}, "keys": (ka, kb),
     "token_a", "token_b", "idsn": {direction: idsn or None}, "directions": [...],
     "side_a": set of endpoints of the MP_CAPABLE initiator}}.
+
+    In three passes over the 4-tuples (sorted, so connection ids do not depend on
+    the capture order): MP_CAPABLE subflows open connections, MP_JOIN subflows
+    join theirs by token, and data subflows whose handshake was not captured are
+    attached by the overlap of their data sequence numbers.
     """
-    # collect per 4-tuple: initiator endpoint, MPC keys, JOIN token, DSN range per direction
-    tuples: dict[tuple[int, int], dict] = {}
-    for pk in hosts.values():
-        if not len(pk):
-            continue
-        fl = _flows(pk)
-        a = fl["a"]
-        for t, sel in fl["sel"].items():
-            d = tuples.setdefault(
-                t,
-                {"init": None, "ka": 0, "kb": 0, "token": 0, "mp": False, "dsn": {}, "payload": {}},
-            )
-            flags = pk.flags[sel]
-            syn = np.nonzero((flags & (SYN | ACK)) == SYN)[0]
-            if len(syn) and d["init"] is None:
-                d["init"] = int(a[sel[syn[0]]])
-            mps = pk.mp_sub[sel]
-            if (mps >= 0).any() or (pk.dss[sel] != 0).any():
-                d["mp"] = True
-            cap = sel[(mps == MP_CAPABLE)]
-            if len(cap):
-                d["ver"] = int(pk.mp_ver[cap[0]])
-            for i in cap:
-                ka, kb = int(pk.key_a[i]), int(pk.key_b[i])
-                src_ep = int(a[i])
-                if kb:  # third ACK: sender's key, receiver's key
-                    d["keys_from"] = (src_ep, ka, kb)
-                elif ka and (pk.flags[i] & (SYN | ACK)) == (SYN | ACK):
-                    d.setdefault("synack_key", (src_ep, ka))
-                elif ka and (pk.flags[i] & SYN):
-                    d.setdefault("syn_key", (src_ep, ka))  # MPTCP v0: key in the SYN
-            tok = pk.token[sel]
-            if (tok != 0).any():
-                d["token"] = int(tok[tok != 0][0])
-            m = sel[(pk.dss[sel] & DSS_M) != 0]
-            for ep in np.unique(a[m]) if len(m) else []:
-                v = pk.dsn[m][a[m] == ep]
-                lo_v, hi_v = int(v.min()), int(v.max())
-                old = d["dsn"].get(int(ep))
-                d["dsn"][int(ep)] = (min(lo_v, old[0]), max(hi_v, old[1])) if old else (lo_v, hi_v)
-    for t, d in tuples.items():
-        if d["init"] is None:  # no SYN captured: the client side initiates
-            d["init"] = t[0] if (t[0] >> 16) in caddr else (t[1] if (t[1] >> 16) in caddr else t[0])
-        d["resp"] = t[1] if d["init"] == t[0] else t[0]
+    tuples = _tuple_info(hosts, caddr)
     conns: dict[int, dict] = {}
     token_to_conn: dict[int, tuple[int, str]] = {}
-    nid = 0
-    for t, d in sorted(tuples.items()):
-        if not d["mp"] or d["token"]:
-            continue
-        init_key = resp_key = 0
-        if "keys_from" in d:
-            ep, k1, k2 = d["keys_from"]
-            init_key, resp_key = (k1, k2) if ep == d["init"] else (k2, k1)
-        else:
-            if "synack_key" in d:
-                resp_key = d["synack_key"][1]
-            if "syn_key" in d:
-                init_key = d["syn_key"][1]
-        if not (init_key or resp_key or d["dsn"]):
-            continue  # e.g. an MP_CAPABLE SYN that fell back to TCP
-        if not (init_key or resp_key):
-            hit = _match_by_dsn(conns, d)  # handshake not captured: same data sequence space?
-            if hit is not None:
-                conns[hit[0]]["subflows"][t] = d["init"]
-                for ep, (lo_v, hi_v) in d["dsn"].items():
-                    old = conns[hit[0]]["dsn"].get(ep)
-                    conns[hit[0]]["dsn"][ep] = (
-                        (min(lo_v, old[0]), max(hi_v, old[1])) if old else (lo_v, hi_v)
-                    )
-                continue
-        ver = d.get("ver", 1)
-        ta = key_token(init_key, ver) if init_key else None
-        tb = key_token(resp_key, ver) if resp_key else None
-        conns[nid] = {
-            "subflows": {t: d["init"]},
-            "key_a": init_key,
-            "key_b": resp_key,
-            "token_a": f"{ta:08x}" if ta is not None else None,
-            "token_b": f"{tb:08x}" if tb is not None else None,
-            "side_a": {d["init"]},
-            "dsn": dict(d["dsn"]),
-            "version": ver,
-        }
-        if ta is not None:
-            token_to_conn[ta] = (nid, "a")
-        if tb is not None:
-            token_to_conn[tb] = (nid, "b")
-        nid += 1
-    # joins: the token in the MP_JOIN SYN is the receiver's (the responder's) token
-    for t, d in sorted(tuples.items()):
-        if not d["token"]:
-            continue
-        hit = token_to_conn.get(d["token"])
-        if hit is None:
-            hit = _match_by_dsn(conns, d)
-        if hit is None:  # its connection's MP_CAPABLE handshake was not captured
-            conns[nid] = {
-                "subflows": {},
-                "key_a": 0,
-                "key_b": 0,
-                "token_a": None,
-                "token_b": f"{d['token']:08x}",
-                "side_a": set(),
-                "dsn": {},
-                "version": 1,
-            }
-            token_to_conn[d["token"]] = hit = (nid, "b")
-            nid += 1
-        cid, side = hit
-        conns[cid]["subflows"][t] = d["init"]
-        # the join's responder owns the token: if that is side b, the initiator is side a
-        if side == "b":
-            conns[cid]["side_a"].add(d["init"])
-        else:
-            conns[cid]["side_a"].add(d["resp"])
-        for ep, (lo_v, hi_v) in d["dsn"].items():
-            old = conns[cid]["dsn"].get(ep)
-            conns[cid]["dsn"][ep] = (min(lo_v, old[0]), max(hi_v, old[1])) if old else (lo_v, hi_v)
+    _open_connections(tuples, conns, token_to_conn)
+    _join_subflows(tuples, conns, token_to_conn)
     # a data subflow whose handshake was missed: attach by DSN overlap
     for t, d in sorted(tuples.items()):
         if not d["mp"] or d["token"] or any(t in c["subflows"] for c in conns.values()):
@@ -916,6 +847,146 @@ def _connections(hosts: dict[str, Packets], caddr: list[int]) -> dict:
             key = _direction_key(c, direction)
             c["idsn"][direction] = key_idsn(key, c.get("version", 1)) if key else None
     return conns
+
+
+def _merge_dsn(into: dict, dsn: dict) -> None:
+    """Widen the data sequence ranges per sending endpoint of ``into`` by ``dsn``'s."""
+    for ep, (lo_v, hi_v) in dsn.items():
+        old = into.get(ep)
+        into[ep] = (min(lo_v, old[0]), max(hi_v, old[1])) if old else (lo_v, hi_v)
+
+
+def _tuple_info(hosts: dict[str, Packets], caddr: list[int]) -> dict[tuple[int, int], dict]:
+    """Per 4-tuple over every capture: initiator and responder endpoint, MPTCP
+    version and keys, MP_JOIN token, DSN range per sending endpoint."""
+    tuples: dict[tuple[int, int], dict] = {}
+    for pk in hosts.values():
+        if not len(pk):
+            continue
+        fl = _flows(pk)
+        for t, sel in fl["sel"].items():
+            d = tuples.setdefault(
+                t,
+                {"init": None, "ka": 0, "kb": 0, "token": 0, "mp": False, "dsn": {}, "payload": {}},
+            )
+            _scan_tuple(d, pk, fl["a"], sel)
+    for t, d in tuples.items():
+        if d["init"] is None:  # no SYN captured: the client side initiates
+            d["init"] = t[0] if (t[0] >> 16) in caddr else (t[1] if (t[1] >> 16) in caddr else t[0])
+        d["resp"] = t[1] if d["init"] == t[0] else t[0]
+    return tuples
+
+
+def _scan_tuple(d: dict, pk: Packets, a: np.ndarray, sel: np.ndarray) -> None:
+    """Add what one capture shows of a 4-tuple (packets ``sel``) to its record ``d``."""
+    flags = pk.flags[sel]
+    syn = np.nonzero((flags & (SYN | ACK)) == SYN)[0]
+    if len(syn) and d["init"] is None:
+        d["init"] = int(a[sel[syn[0]]])
+    mps = pk.mp_sub[sel]
+    if (mps >= 0).any() or (pk.dss[sel] != 0).any():
+        d["mp"] = True
+    cap = sel[(mps == MP_CAPABLE)]
+    if len(cap):
+        d["ver"] = int(pk.mp_ver[cap[0]])
+    for i in cap:
+        ka, kb = int(pk.key_a[i]), int(pk.key_b[i])
+        src_ep = int(a[i])
+        if kb:  # third ACK: sender's key, receiver's key
+            d["keys_from"] = (src_ep, ka, kb)
+        elif ka and (pk.flags[i] & (SYN | ACK)) == (SYN | ACK):
+            d.setdefault("synack_key", (src_ep, ka))
+        elif ka and (pk.flags[i] & SYN):
+            d.setdefault("syn_key", (src_ep, ka))  # MPTCP v0: key in the SYN
+    tok = pk.token[sel]
+    if (tok != 0).any():
+        d["token"] = int(tok[tok != 0][0])
+    m = sel[(pk.dss[sel] & DSS_M) != 0]
+    for ep in np.unique(a[m]) if len(m) else []:
+        v = pk.dsn[m][a[m] == ep]
+        _merge_dsn(d["dsn"], {int(ep): (int(v.min()), int(v.max()))})
+
+
+def _handshake_keys(d: dict) -> tuple[int, int]:
+    """(initiator's key, responder's key) of a 4-tuple, 0 where not captured."""
+    init_key = resp_key = 0
+    if "keys_from" in d:
+        ep, k1, k2 = d["keys_from"]
+        init_key, resp_key = (k1, k2) if ep == d["init"] else (k2, k1)
+    else:
+        if "synack_key" in d:
+            resp_key = d["synack_key"][1]
+        if "syn_key" in d:
+            init_key = d["syn_key"][1]
+    return init_key, resp_key
+
+
+def _open_connections(tuples: dict, conns: dict, token_to_conn: dict) -> None:
+    """A connection per MPTCP 4-tuple without a join token (its first subflow);
+    one without captured keys joins a connection of the same data sequence space."""
+    for t, d in sorted(tuples.items()):
+        if not d["mp"] or d["token"]:
+            continue
+        init_key, resp_key = _handshake_keys(d)
+        if not (init_key or resp_key or d["dsn"]):
+            continue  # e.g. an MP_CAPABLE SYN that fell back to TCP
+        if not (init_key or resp_key):
+            hit = _match_by_dsn(conns, d)  # handshake not captured: same data sequence space?
+            if hit is not None:
+                conns[hit[0]]["subflows"][t] = d["init"]
+                _merge_dsn(conns[hit[0]]["dsn"], d["dsn"])
+                continue
+        ver = d.get("ver", 1)
+        ta = key_token(init_key, ver) if init_key else None
+        tb = key_token(resp_key, ver) if resp_key else None
+        nid = len(conns)
+        conns[nid] = {
+            "subflows": {t: d["init"]},
+            "key_a": init_key,
+            "key_b": resp_key,
+            "token_a": f"{ta:08x}" if ta is not None else None,
+            "token_b": f"{tb:08x}" if tb is not None else None,
+            "side_a": {d["init"]},
+            "dsn": dict(d["dsn"]),
+            "version": ver,
+        }
+        if ta is not None:
+            token_to_conn[ta] = (nid, "a")
+        if tb is not None:
+            token_to_conn[tb] = (nid, "b")
+
+
+def _join_subflows(tuples: dict, conns: dict, token_to_conn: dict) -> None:
+    """MP_JOIN subflows to their connection: the token in the MP_JOIN SYN is the
+    receiver's (the responder's) token; a connection whose MP_CAPABLE handshake
+    was not captured is opened from the token alone."""
+    for t, d in sorted(tuples.items()):
+        if not d["token"]:
+            continue
+        hit = token_to_conn.get(d["token"])
+        if hit is None:
+            hit = _match_by_dsn(conns, d)
+        if hit is None:  # its connection's MP_CAPABLE handshake was not captured
+            nid = len(conns)
+            conns[nid] = {
+                "subflows": {},
+                "key_a": 0,
+                "key_b": 0,
+                "token_a": None,
+                "token_b": f"{d['token']:08x}",
+                "side_a": set(),
+                "dsn": {},
+                "version": 1,
+            }
+            token_to_conn[d["token"]] = hit = (nid, "b")
+        cid, side = hit
+        conns[cid]["subflows"][t] = d["init"]
+        # the join's responder owns the token: if that is side b, the initiator is side a
+        if side == "b":
+            conns[cid]["side_a"].add(d["init"])
+        else:
+            conns[cid]["side_a"].add(d["resp"])
+        _merge_dsn(conns[cid]["dsn"], d["dsn"])
 
 
 def _match_by_dsn(conns: dict, d: dict):
@@ -1015,6 +1086,7 @@ def _data_seq(pk: Packets, idx: np.ndarray, rel: np.ndarray, idsn: int | None):
 
 
 def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[dict]:
+    """One row per MPTCP subflow direction in ``host``'s capture (``SUBFLOW_COLUMNS``)."""
     rows = []
     per_dir: dict[tuple[int, str], list] = {}
     for cid, sfi, t, sel, a in _per_subflow(pk, conns):
@@ -1031,24 +1103,17 @@ def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[di
             rb = np.clip(np.minimum(e, prev) - s, 0, None)
             retrans = rb > 0
             dseq = _data_seq(pk, idx, rel, c["idsn"].get(direction))[data]
-            src_ip = ep >> 16
             other = t[1] if ep == t[0] else t[0]
-            ip_s, ip_d = ip_str(src_ip), ip_str(other >> 16)
-            path = None
-            for addrs in (caddr, saddr):
-                for addr in (src_ip, other >> 16):
-                    if addr in addrs and path is None:
-                        path = addrs.index(addr) + 1
             row = {
                 "host": host,
                 "conn": cid,
                 "subflow": sfi,
-                "saddr": ip_s,
+                "saddr": ip_str(ep >> 16),
                 "sport": ep & 0xFFFF,
-                "daddr": ip_d,
+                "daddr": ip_str(other >> 16),
                 "dport": other & 0xFFFF,
                 "direction": direction,
-                "path": path,
+                "path": _path_of(ep >> 16, other >> 16, caddr, saddr),
                 "packets": len(idx),
                 "data_packets": int(data.sum()),
                 "bytes_wire": int(pay.sum()),
@@ -1073,28 +1138,44 @@ def _subflow_stats(host: str, pk: Packets, conns: dict, caddr, saddr) -> list[di
                     pk.ts[idx][data][first_tx],
                 )
             )
-    # reinjections: data bytes whose earliest first transmission was on another mapping
     for parts in per_dir.values():
-        if not parts:
-            continue
-        starts = np.concatenate([p[1] for p in parts])
-        ends = np.concatenate([p[2] for p in parts])
-        times = np.concatenate([p[3] for p in parts])
-        owner = np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(parts)])
-        if not len(starts):
-            continue
-        b, earliest, first_seg = _elementary(starts, ends, times)
-        si = np.searchsorted(b, starts)
-        ei = np.searchsorted(b, ends)
-        cnt = ei - si
-        seg = np.repeat(np.arange(len(starts)), cnt)
-        elem = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(si, cnt)
-        dup = first_seg[elem] != seg
-        size = (b[elem + 1] - b[elem])[dup]
-        sums = np.bincount(owner[seg[dup]], weights=size, minlength=len(parts))
-        for i, p in enumerate(parts):
-            p[0]["reinjected_bytes"] = int(sums[i])
+        _reinjections(parts)
     return rows
+
+
+def _path_of(src_ip: int, dst_ip: int, caddr, saddr) -> int | None:
+    """The path (1-based) of a subflow: the position of its first address found in
+    the client's, else the server's addresses (path order); None if neither."""
+    for addrs in (caddr, saddr):
+        for addr in (src_ip, dst_ip):
+            if addr in addrs:
+                return addrs.index(addr) + 1
+    return None
+
+
+def _reinjections(parts: list) -> None:
+    """Per subflow of one connection direction (``parts``: its row and the data
+    ranges and times of its first transmissions), the data bytes whose earliest
+    first transmission was on another subflow, in the row's ``reinjected_bytes``."""
+    if not parts:
+        return
+    starts = np.concatenate([p[1] for p in parts])
+    ends = np.concatenate([p[2] for p in parts])
+    times = np.concatenate([p[3] for p in parts])
+    owner = np.concatenate([np.full(len(p[1]), i) for i, p in enumerate(parts)])
+    if not len(starts):
+        return
+    b, earliest, first_seg = _elementary(starts, ends, times)
+    si = np.searchsorted(b, starts)
+    ei = np.searchsorted(b, ends)
+    cnt = ei - si
+    seg = np.repeat(np.arange(len(starts)), cnt)
+    elem = np.arange(cnt.sum()) - np.repeat(np.cumsum(cnt) - cnt, cnt) + np.repeat(si, cnt)
+    dup = first_seg[elem] != seg
+    size = (b[elem + 1] - b[elem])[dup]
+    sums = np.bincount(owner[seg[dup]], weights=size, minlength=len(parts))
+    for i, p in enumerate(parts):
+        p[0]["reinjected_bytes"] = int(sums[i])
 
 
 def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
@@ -1116,58 +1197,7 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
         "unresolved_bytes": 0,
         "valid_until": None,
     }
-    idsn = c["idsn"].get(direction)
-    rev = {"c2s": "s2c", "s2c": "c2s", "fwd": "rev", "rev": "fwd"}[direction]
-    peer_idsn_base = np.uint64(((idsn + 1) % (1 << 64)) if idsn is not None else 0)
-    d_s, d_e, d_t = [], [], []
-    dack_t, dack_v = [], []
-    last_seen: list[float] = []
-    for _cid, _sfi, t, sel, a in _per_subflow(pk, {0: c}):
-        for ep in (t[0], t[1]):
-            if str(_dir_of(c, np.array([ep], np.uint64))[0]) != direction:
-                continue
-            other = t[1] if ep == t[0] else t[0]
-            row["sender"], row["receiver"] = ip_str(ep >> 16), ip_str(other >> 16)
-            idx, rel = _direction_packets(pk, sel, a, ep)
-            ridx = sel[a[sel] == np.uint64(other)]  # the receiver's packets (ACKs)
-            if not len(idx):
-                continue
-            pay = pk.paylen[idx]
-            data = pay > 0
-            if not data.any():
-                continue
-            dseq = _data_seq(pk, idx, rel, idsn)
-            s, e, tt = rel[data], rel[data] + pay[data], pk.ts[idx][data]
-            ds = dseq[data]
-            last_seen.append(float(pk.ts[sel[-1]]))
-            # subflow-level: in-order time of every elementary interval
-            b, earliest, first_seg = _elementary(s, e, tt)
-            if len(ridx):
-                syn = np.nonzero(pk.flags[idx] & SYN)[0]
-                isn = (
-                    int(pk.seq[idx][syn[0]])
-                    if len(syn)
-                    else (int(pk.seq[idx][data][0]) - int(s[0])) % U32
-                )
-                acks = pk.flags[ridx] & ACK != 0
-                ack_rel = _unwrap32((pk.ack[ridx][acks].astype(np.int64) - isn) % U32)
-                earliest = _fill_holes(b, earliest, pk.ts[ridx][acks], ack_rel)
-            ready = _in_order_times(b, earliest)
-            # map elementary subflow intervals to data sequence numbers
-            seg = np.where(first_seg >= 0, first_seg, 0)
-            off = np.where(ds[seg] >= 0, ds[seg] - s[seg], -1)
-            mapped = (first_seg >= 0) & (ds[seg] >= 0) & np.isfinite(ready)
-            d_s.append((b[:-1] + off)[mapped])
-            d_e.append((b[1:] + off)[mapped])
-            d_t.append(ready[mapped])
-            # the receiver's data ACKs (for holes at the data level)
-            if len(ridx):
-                has = (pk.dss[ridx] & DSS_A) != 0
-                if has.any():
-                    v = _expand32(pk.dack[ridx][has], (pk.dss[ridx][has] & DSS_a) != 0)
-                    dack_t.append(pk.ts[ridx][has])
-                    dack_v.append((v - peer_idsn_base).astype(np.int64))
-    del rev
+    d_s, d_e, d_t, dack_t, dack_v, last_seen = _data_intervals(pk, c, direction, row)
     if not d_s or not sum(len(x) for x in d_s):
         return row, None
     s, e, t = np.concatenate(d_s), np.concatenate(d_e), np.concatenate(d_t)
@@ -1189,34 +1219,117 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
     row["valid_until"] = valid_until if math.isfinite(valid_until) else None
     held = arrived & (ready > earliest) & (earliest <= valid_until)
     gone = held & np.isfinite(ready)
-    # OFO occupancy: +size at arrival, -size when in order
-    ev_t = np.concatenate([earliest[held], ready[gone]])
-    ev_v = np.concatenate([size[held], -size[gone]])
-    ev_n = np.concatenate([np.ones(held.sum(), np.int64), -np.ones(gone.sum(), np.int64)])
-    o = np.lexsort((ev_v, ev_t))  # at equal times, removals first
-    ev_t, ev_v, ev_n = ev_t[o], ev_v[o], ev_n[o]
-    occ = np.cumsum(ev_v)
-    segs = np.cumsum(ev_n)
+    ev_t, occ, segs = _ofo_events(earliest, ready, size, held, gone)
     in_window = ev_t <= valid_until
     row["ofo_bytes_max"] = int(occ[in_window].max()) if in_window.any() else 0
     row["ofo_segs_max"] = int(segs[in_window].max()) if in_window.any() else 0
     held = gone  # head-of-line delays: bytes with a known in-order time
     delay = ready[held] - earliest[held]
-    w = size[held]
-    row["hol_bytes"] = int(w.sum())
-    if len(delay):
-        row["hol_delay_mean_ms"] = float(np.average(delay, weights=w) * 1000)
-        o2 = np.argsort(delay)
-        cw = np.cumsum(w[o2])
-        # byte-weighted percentiles: the MPT-BM paper's buffer delay counts
-        # 1024-byte units (its Table II), i.e. weights every byte the same
-        for q in (50, 75, 95):
-            q_at = min(int(np.searchsorted(cw, q / 100 * cw[-1])), len(o2) - 1)
-            row[f"hol_delay_p{q}_ms"] = float(delay[o2][q_at] * 1000)
-        row["hol_delay_max_ms"] = float(delay.max() * 1000)
+    _hol_delays(row, delay, size[held])
     # binned time series over the connection's data
     t0 = float(np.min(earliest[ok])) if ok.any() else 0.0
     t1 = min(float(np.max(ready[ok])) if ok.any() else 0.0, valid_until)
+    ofo = _ofo_series(t0, t1, bin_s, ev_t, occ, in_window, ready[held], delay)
+    return row, ofo
+
+
+def _data_intervals(pk: Packets, c: dict, direction: str, row: dict):
+    """Every data subflow of ``direction``, reassembled at the subflow level: the
+    data-level intervals [start, end) with the time each was in order on its
+    subflow, the receiver's data ACKs (time, value relative to the IDSN + 1) and
+    the time each subflow's capture ends.  Sets ``row``'s sender and receiver."""
+    idsn = c["idsn"].get(direction)
+    peer_idsn_base = np.uint64(((idsn + 1) % (1 << 64)) if idsn is not None else 0)
+    d_s, d_e, d_t = [], [], []
+    dack_t, dack_v = [], []
+    last_seen: list[float] = []
+    for _cid, _sfi, t, sel, a in _per_subflow(pk, {0: c}):
+        for ep in (t[0], t[1]):
+            if str(_dir_of(c, np.array([ep], np.uint64))[0]) != direction:
+                continue
+            other = t[1] if ep == t[0] else t[0]
+            row["sender"], row["receiver"] = ip_str(ep >> 16), ip_str(other >> 16)
+            idx, rel = _direction_packets(pk, sel, a, ep)
+            ridx = sel[a[sel] == np.uint64(other)]  # the receiver's packets (ACKs)
+            if not len(idx):
+                continue
+            data = pk.paylen[idx] > 0
+            if not data.any():
+                continue
+            last_seen.append(float(pk.ts[sel[-1]]))
+            ds, de, dt = _subflow_in_order(pk, idx, rel, ridx, idsn)
+            d_s.append(ds)
+            d_e.append(de)
+            d_t.append(dt)
+            # the receiver's data ACKs (for holes at the data level)
+            if len(ridx):
+                has = (pk.dss[ridx] & DSS_A) != 0
+                if has.any():
+                    v = _expand32(pk.dack[ridx][has], (pk.dss[ridx][has] & DSS_a) != 0)
+                    dack_t.append(pk.ts[ridx][has])
+                    dack_v.append((v - peer_idsn_base).astype(np.int64))
+    return d_s, d_e, d_t, dack_t, dack_v, last_seen
+
+
+def _subflow_in_order(pk: Packets, idx, rel, ridx, idsn: int | None):
+    """One subflow direction (packets ``idx``, relative sequence numbers ``rel``; the
+    receiver's packets ``ridx``): its elementary intervals mapped to data sequence
+    numbers, and the time each was in order on the subflow (holes filled by the
+    receiver's cumulative ACKs)."""
+    pay = pk.paylen[idx]
+    data = pay > 0
+    dseq = _data_seq(pk, idx, rel, idsn)
+    s, e, tt = rel[data], rel[data] + pay[data], pk.ts[idx][data]
+    ds = dseq[data]
+    # subflow-level: in-order time of every elementary interval
+    b, earliest, first_seg = _elementary(s, e, tt)
+    if len(ridx):
+        syn = np.nonzero(pk.flags[idx] & SYN)[0]
+        isn = (
+            int(pk.seq[idx][syn[0]]) if len(syn) else (int(pk.seq[idx][data][0]) - int(s[0])) % U32
+        )
+        acks = pk.flags[ridx] & ACK != 0
+        ack_rel = _unwrap32((pk.ack[ridx][acks].astype(np.int64) - isn) % U32)
+        earliest = _fill_holes(b, earliest, pk.ts[ridx][acks], ack_rel)
+    ready = _in_order_times(b, earliest)
+    # map elementary subflow intervals to data sequence numbers
+    seg = np.where(first_seg >= 0, first_seg, 0)
+    off = np.where(ds[seg] >= 0, ds[seg] - s[seg], -1)
+    mapped = (first_seg >= 0) & (ds[seg] >= 0) & np.isfinite(ready)
+    return (b[:-1] + off)[mapped], (b[1:] + off)[mapped], ready[mapped]
+
+
+def _ofo_events(earliest, ready, size, held, gone):
+    """The OFO queue as events: +size at arrival, -size when in order (at equal
+    times, removals first); (event times, bytes queued, segments queued)."""
+    ev_t = np.concatenate([earliest[held], ready[gone]])
+    ev_v = np.concatenate([size[held], -size[gone]])
+    ev_n = np.concatenate([np.ones(held.sum(), np.int64), -np.ones(gone.sum(), np.int64)])
+    o = np.lexsort((ev_v, ev_t))  # at equal times, removals first
+    ev_t, ev_v, ev_n = ev_t[o], ev_v[o], ev_n[o]
+    return ev_t, np.cumsum(ev_v), np.cumsum(ev_n)
+
+
+def _hol_delays(row: dict, delay: np.ndarray, w: np.ndarray) -> None:
+    """Head-of-line delay of the bytes held (``delay``, weights ``w`` bytes): mean,
+    byte-weighted percentiles and maximum in ms, in ``row``."""
+    row["hol_bytes"] = int(w.sum())
+    if not len(delay):
+        return
+    row["hol_delay_mean_ms"] = float(np.average(delay, weights=w) * 1000)
+    o2 = np.argsort(delay)
+    cw = np.cumsum(w[o2])
+    # byte-weighted percentiles: the MPT-BM paper's buffer delay counts
+    # 1024-byte units (its Table II), i.e. weights every byte the same
+    for q in (50, 75, 95):
+        q_at = min(int(np.searchsorted(cw, q / 100 * cw[-1])), len(o2) - 1)
+        row[f"hol_delay_p{q}_ms"] = float(delay[o2][q_at] * 1000)
+    row["hol_delay_max_ms"] = float(delay.max() * 1000)
+
+
+def _ofo_series(t0, t1, bin_s, ev_t, occ, in_window, ready_held, delay) -> pd.DataFrame:
+    """The OFO queue per ``bin_s`` bin from t0 to t1: its level at the bin's end, its
+    maximum in the bin, and the largest head-of-line delay of bytes in order then."""
     nb = max(1, int(np.ceil((t1 - t0) / bin_s)) + 1)
     edges = t0 + np.arange(nb) * bin_s
     if len(ev_t):
@@ -1226,13 +1339,13 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
         last_k = np.searchsorted(ev_t, edges + bin_s, side="right") - 1
         level = np.where(last_k >= 0, occ[np.maximum(last_k, 0)], 0)
         mx = np.maximum(mx, level)  # a level held through the bin
-        hk = ((ready[held] - t0) / bin_s).astype(np.int64)
+        hk = ((ready_held - t0) / bin_s).astype(np.int64)
         keep = (hk >= 0) & (hk < nb)
         hol = np.zeros(nb)
         np.maximum.at(hol, hk[keep], delay[keep] * 1000)
     else:
         mx = level = hol = np.zeros(nb)
-    ofo = pd.DataFrame(
+    return pd.DataFrame(
         {
             "t": edges,
             "ofo_bytes": level.astype(np.int64),
@@ -1240,7 +1353,6 @@ def _reassemble(pk: Packets, c: dict, direction: str, bin_s: float):
             "hol_delay_max_ms": hol,
         }
     )
-    return row, ofo
 
 
 def run_captures(run_dir: Path) -> dict[str, list[Packets]]:

@@ -37,14 +37,13 @@ from ..rundir import CampaignDir, breakdown
 from ..spec.catalog import Catalog
 from ..spec.yamlsrc import SpecError
 from . import ingest, reproduce
-from .report import (
-    CSS,
+from .html import Markup, join, render, span, table
+from .report import CSS
+from .sections.reproduction import (
     VERDICT_CLASS,
     claims_table,
-    esc,
     left_out_words,
     quick_warning,
-    table,
     verdict_pills,
 )
 
@@ -253,69 +252,81 @@ def _link(target: Path, page: Path) -> str:
     return quote(Path(rel).as_posix())
 
 
-def _runs_line(runs: pd.DataFrame) -> str:
+def _runs_line(runs: pd.DataFrame) -> Markup:
     """Runs per variant, those not ok in red: left out of every statistic."""
-    if not len(runs):
-        return ""
-    parts = []
-    for v, sub in runs.groupby("variant", sort=False):
-        bad = breakdown(sub["status"])
-        word = f"{esc(v)}: {len(sub)}"
-        parts.append(word + (f" <span class='bad'>({esc(bad)}: left out)</span>" if bad else ""))
-    return "<p class='muted'>runs per variant: " + "; ".join(parts) + "</p>"
+    groups = (
+        [(v, len(sub), breakdown(sub["status"])) for v, sub in runs.groupby("variant", sort=False)]
+        if len(runs)
+        else []
+    )
+    return render(
+        "{% if groups %}<p class='muted'>runs per variant: {% for v, n, bad in groups %}"
+        "{% if not loop.first %}; {% endif %}{{ v }}: {{ n }}"
+        "{% if bad %} <span class='bad'>({{ bad }}: left out)</span>{% endif %}"
+        "{% endfor %}</p>{% endif %}",
+        groups=groups,
+    )
 
 
-def _experiment_html(e: Entry, page: Path) -> str:
+_EXPERIMENT = """\
+<h3 id='{{ anchor }}'>{% if report %}<a href='{{ report }}'>{{ e.experiment }}</a>\
+{% else %}{{ e.experiment }}{% endif %}</h3>\
+{% if exp.source %}<p class='muted'>{{ exp.source }}</p>{% endif %}\
+{% if e.campaign_dir is not none %}<p>runs: <code>{{ e.campaign_dir }}</code>\
+{% if report %} &middot; <a href='{{ report }}'>its report</a>{% endif %}</p>{% endif %}\
+{{ quick }}<p>{{ pills }}</p>{{ runs }}\
+{% if e.errors %}<p class='bad'>run dirs the ingest could not read (left out): \
+{{ e.errors|join('; ') }}</p>{% endif %}{{ claims }}\
+{% if notes %}<details><summary>What differs from the paper's setup (the experiment's notes)\
+</summary><p>{{ notes }}</p></details>{% endif %}"""
+
+
+def _experiment_html(e: Entry, page: Path) -> Markup:
     exp = e.expectations
-    anchor = _anchor("exp-", e.experiment)
-    head = esc(e.experiment)
     report = e.campaign_dir / REPORT if e.campaign_dir else None
-    if report is not None and report.exists():
-        head = f"<a href='{_link(report, page)}'>{head}</a>"
-    parts = [f"<h3 id='{anchor}'>{head}</h3>"]
-    if exp.source:
-        parts.append(f"<p class='muted'>{esc(exp.source)}</p>")
-    if e.campaign_dir is not None:
-        where = f"runs: <code>{esc(e.campaign_dir)}</code>"
-        if report is not None and report.exists():
-            where += f" &middot; <a href='{_link(report, page)}'>its report</a>"
-        parts.append(f"<p>{where}</p>")
-    parts.append(quick_warning([e.campaign_dir.name] if e.quick and e.campaign_dir else []))
-    parts.append(f"<p>{verdict_pills(e.results)}</p>")
-    parts.append(_runs_line(e.runs))
-    if e.errors:
-        parts.append(
-            "<p class='bad'>run dirs the ingest could not read (left out): "
-            + "; ".join(esc(x) for x in e.errors)
-            + "</p>"
-        )
-    parts.append(claims_table(e.results))
-    if exp.notes:
-        parts.append(
-            "<details><summary>What differs from the paper's setup (the experiment's notes)"
-            f"</summary><p>{esc(' '.join(exp.notes.split()))}</p></details>"
-        )
-    return "".join(parts)
+    return render(
+        _EXPERIMENT,
+        e=e,
+        exp=exp,
+        anchor=_anchor("exp-", e.experiment),
+        report=_link(report, page) if report is not None and report.exists() else "",
+        quick=quick_warning([e.campaign_dir.name] if e.quick and e.campaign_dir else []),
+        pills=verdict_pills(e.results),
+        runs=_runs_line(e.runs),
+        claims=claims_table(e.results),
+        notes=" ".join(exp.notes.split()) if exp.notes else "",
+    )
 
 
-def _summary_html(summ: pd.DataFrame) -> str:
+def _summary_row(r) -> list:
     verdicts = list(reproduce.VERDICTS)
-    rows = []
-    for _, r in summ.iterrows():
-        cells = [f"<a href='#{_anchor('paper-', r['paper'])}'>{esc(r['paper'])}</a>"]
-        cells += [
-            f"<span class='{VERDICT_CLASS[v]}'>{r[v]}</span>" if r[v] else "0" for v in verdicts
-        ]
-        exps = f"{r['with_runs']} of {r['experiments']}"
-        if r["quick"]:
-            exps += f" <span class='bad'>({r['quick']} --quick)</span>"
-        cells += [f"<b>{r['total']}</b>", n_range(r["n_min"], r["n_max"]), exps]
-        rows.append(cells)
+    cells: list = [
+        render(
+            "<a href='#{{ anchor }}'>{{ paper }}</a>",
+            anchor=_anchor("paper-", r["paper"]),
+            paper=r["paper"],
+        )
+    ]
+    cells += [span(VERDICT_CLASS[v], r[v]) if r[v] else "0" for v in verdicts]
+    exps = render(
+        "{{ with_runs }} of {{ n }}{% if quick %} <span class='bad'>({{ quick }} --quick)</span>"
+        "{% endif %}",
+        with_runs=r["with_runs"],
+        n=r["experiments"],
+        quick=r["quick"],
+    )
+    cells += [render("<b>{{ t }}</b>", t=r["total"]), n_range(r["n_min"], r["n_max"]), exps]
+    return cells
+
+
+def _summary_html(summ: pd.DataFrame) -> Markup:
+    verdicts = list(reproduce.VERDICTS)
+    rows = [_summary_row(r) for _, r in summ.iterrows()]
     total = summ[verdicts + ["total", "experiments", "with_runs", "quick"]].sum()
     lo = summ.loc[summ["n_max"] > 0, "n_min"]
-    cells = ["<b>all papers</b>"] + [str(int(total[v])) for v in verdicts]
+    cells: list = [Markup("<b>all papers</b>")] + [str(int(total[v])) for v in verdicts]
     cells += [
-        f"<b>{int(total['total'])}</b>",
+        render("<b>{{ t }}</b>", t=int(total["total"])),
         n_range(int(lo.min()) if len(lo) else 0, int(summ["n_max"].max())),
         f"{int(total['with_runs'])} of {int(total['experiments'])}",
     ]
@@ -325,29 +336,46 @@ def _summary_html(summ: pd.DataFrame) -> str:
     )
 
 
+_PAGE = """\
+<!doctype html><html><head><meta charset='utf-8'>\
+<title>mptlab: reproduction of the papers</title><style>{{ css }}</style></head><body>\
+<h1>Reproduction of the papers' claims</h1>\
+<p class='muted'>{{ root }} &middot; generated {{ stamp }} &middot; {{ n_entries }} experiments \
+with claims, {{ n_claims }} claims. n: ok runs of the current attempt with a value, per variant; \
+runs that did not end ok are left out of every statistic and counted next to it.</p>\
+<h2 id='summary'>Summary</h2>{{ summary }}\
+<p class='muted'>Verdicts: {{ legend }} Below {{ few }} runs per variant a bootstrap CI is rough. \
+Claims come from each experiment's <code>expect:</code>; <code>mptlab reproduce NAME</code> \
+prints one experiment's.</p>\
+{% for paper, anchor, experiments in papers %}<h2 id='{{ anchor }}'>{{ paper }}</h2>\
+{{ experiments }}{% endfor %}</body></html>"""
+
+
 def render_html(entries: list[Entry], frame: pd.DataFrame, root: Path, out: Path) -> str:
     """The whole page (inline CSS, no script, no external asset)."""
     summ = summarize(frame)
-    stamp = dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC")
-    parts = [
-        "<!doctype html><html><head><meta charset='utf-8'>"
-        f"<title>mptlab: reproduction of the papers</title><style>{CSS}</style></head><body>",
-        "<h1>Reproduction of the papers' claims</h1>",
-        f"<p class='muted'>{esc(Path(root).resolve())} &middot; generated {stamp} &middot; "
-        f"{len(entries)} experiments with claims, {len(frame)} claims. "
-        "n: ok runs of the current attempt with a value, per variant; runs that did not "
-        "end ok are left out of every statistic and counted next to it.</p>",
-        "<h2 id='summary'>Summary</h2>",
-        _summary_html(summ),
-        f"<p class='muted'>Verdicts: {esc(reproduce.VERDICT_LEGEND)} Below {reproduce.FEW} "
-        "runs per variant a bootstrap CI is rough. Claims come from each experiment's "
-        "<code>expect:</code>; <code>mptlab reproduce NAME</code> prints one experiment's.</p>",
+    papers = [
+        (
+            paper,
+            _anchor("paper-", paper),
+            join(_experiment_html(e, out) for e in entries if e.paper == paper),
+        )
+        for paper in summ["paper"]
     ]
-    for paper in summ["paper"]:
-        parts.append(f"<h2 id='{_anchor('paper-', paper)}'>{esc(paper)}</h2>")
-        parts += [_experiment_html(e, out) for e in entries if e.paper == paper]
-    parts.append("</body></html>")
-    return "".join(parts)
+    return str(
+        render(
+            _PAGE,
+            css=Markup(CSS),
+            root=Path(root).resolve(),
+            stamp=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+            n_entries=len(entries),
+            n_claims=len(frame),
+            summary=_summary_html(summ),
+            legend=reproduce.VERDICT_LEGEND,
+            few=reproduce.FEW,
+            papers=papers,
+        )
+    )
 
 
 def _md(x) -> str:

@@ -1,0 +1,148 @@
+"""A metric's unit, a workload's headline metrics, and a value written for a reader.
+
+``unit_of`` and ``headline_metrics`` are the only places of the report that
+know units and headline lists: the report's tables, its figures' captions
+and its headline figure ask them.  Today they read ``figures.UNITS`` and
+``WORKLOAD_METRICS`` below (plus the naming convention of the metric
+families the ingest writes, e.g. ``k_ofo_bytes_p95``); when the metric
+registry of issue 25 lands (``mptlab.spec.metrics``) they become
+``metrics.unit(name)`` and ``metrics.headline(workload)`` and nothing else
+changes.
+
+``human`` writes a value in its unit at a human scale: ``8.8 MB``, not
+``8.785e+06`` (what the key-metrics table printed for ``k_ofo_bytes_max``
+before).  Sizes are decimal (1 kB = 1000 B): the kernel's and iperf3's byte
+counts are plain byte counts, and the papers the experiments reproduce give
+their buffer and queue sizes in decimal kB/MB as often as not, so a reader
+never has to ask "KiB or kB?".
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Real
+
+from . import figures
+
+DASH = "\u2013"  # en dash: no value (None, NaN, not a number)
+GROUP = "\u202f"  # narrow no-break space: digit groups (SI style, never broken over lines)
+
+# the workload's primary metrics (docs/workloads.md), as the papers report them
+WORKLOAD_METRICS: dict[str, tuple[str, ...]] = {
+    "bulk": ("goodput_mbps", "goodput_cov", "duration_s", "retransmits"),
+    "cbr": ("delay_mean_ms", "delay_p95_ms", "jitter_ms", "frames_lost"),
+    "blocks": ("delay_mean_ms", "delay_p95_ms", "worst_delay_increase_pct"),
+    "web": ("page_load_s",),
+    "dash": ("avg_bitrate_mbps", "switches", "stalls", "stall_s"),
+    "live": ("in_time_ratio", "frames_in_time", "frames_dropped"),
+    "idle": ("duration_s",),
+}
+
+# figures.UNITS spells bytes out for axis labels; a table cell says B (and scales it)
+_SPELLED = {"bytes": "B", "share of packets": "ratio"}
+
+
+def headline_metrics(workload: str) -> tuple[str, ...]:
+    """The workload's headline metrics, the first one leading (the report's headline
+    figure).  Switches to ``mptlab.spec.metrics.headline(workload)`` with the registry."""
+    return WORKLOAD_METRICS.get(str(workload), ())
+
+
+def unit_of(metric: str) -> str:
+    """The unit of ``metric`` as ``human`` takes it ("B", "s", "ms", "Mbit/s", "%",
+    "ratio", "count", or a word such as "segments"); "" when unknown.  Switches to
+    ``mptlab.spec.metrics.unit(metric)`` with the registry."""
+    unit = figures.UNITS.get(metric)
+    if unit is not None:
+        return _SPELLED.get(unit, unit)
+    # the naming convention of the workloads' and the ingest's metrics
+    if metric.endswith("_mbps"):
+        return "Mbit/s"
+    if metric.endswith("_ms"):
+        return "ms"
+    if metric.endswith("_s"):
+        return "s"
+    if metric.endswith("_pct"):
+        return "%"
+    if "_bytes" in metric or metric.startswith("bytes_") or metric.endswith("bytes"):
+        return "B"
+    if metric.endswith(("_share", "_ratio", "_cov")):
+        return "ratio"
+    return ""
+
+
+def _number(value) -> float | None:
+    if value is None or isinstance(value, bool):
+        return None if value is None else float(value)
+    if isinstance(value, Real):
+        f = float(value)
+    else:
+        try:
+            f = float(value)
+        except (TypeError, ValueError):
+            return None
+    return f if math.isfinite(f) else None
+
+
+def _grouped(text: str) -> str:
+    """``1234567.5`` -> ``1 234 567.5`` (narrow no-break spaces)."""
+    sign = "-" if text.startswith("-") else ""
+    whole, dot, frac = text.lstrip("-").partition(".")
+    groups: list[str] = []
+    while len(whole) > 3:
+        whole, groups = whole[:-3], [whole[-3:], *groups]
+    return sign + GROUP.join([whole, *groups]) + dot + frac
+
+
+def _sig(x: float, digits: int = 3) -> str:
+    """``digits`` significant digits, never in e-notation and never rounding the
+    integer part (1234.5 -> ``1 235``, 0.012345 -> ``0.0123``)."""
+    if x == 0:
+        return "0"
+    decimals = max(0, digits - 1 - math.floor(math.log10(abs(x))))
+    text = f"{x:.{decimals}f}"
+    if "." in text:
+        text = text.rstrip("0").rstrip(".")
+    return _grouped(text)
+
+
+def _count(x: float) -> str:
+    return _grouped(f"{x:.0f}") if x == int(x) else _sig(x)
+
+
+def _bytes(x: float) -> str:
+    size = abs(x)
+    for prefix, scale in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if size >= scale * 0.9995:  # 999 999 B is 1.0 MB, not 1000 kB
+            scaled = x / scale
+            text = f"{scaled:.0f}" if abs(scaled) >= 99.95 else f"{scaled:.1f}"
+            return f"{_grouped(text)} {prefix}B"
+    return f"{_count(x)} B"
+
+
+def human(value, unit: str = "") -> str:
+    """``value`` in ``unit`` at a human scale, for a table cell.
+
+    B: decimal kB/MB/GB with one decimal below 100 (``8.8 MB``, ``512 B``);
+    s: seconds, or ms below one second (``0.25`` -> ``250 ms``); ms, Mbit/s and
+    other units: three significant digits and the unit; counts ("count",
+    "segments", "packets" or no unit) as integers with narrow-space groups
+    (``12 345``), three significant digits when not whole (a mean); ratios
+    three significant digits, no unit; %: three significant digits and ``%``.
+    None, NaN and non-numbers: an en dash."""
+    x = _number(value)
+    if x is None:
+        return DASH
+    if unit == "B":
+        return _bytes(x)
+    if unit == "s":
+        if 0 < abs(x) < 1:
+            return f"{_sig(x * 1e3)} ms"
+        return f"{_sig(x)} s"
+    if unit in ("ratio", ""):
+        return _count(x) if unit == "" else _sig(x)
+    if unit in ("count", "segments", "packets"):
+        return _count(x) if unit == "count" else f"{_count(x)} {unit}"
+    if unit == "%":
+        return f"{_sig(x)} %"
+    return f"{_sig(x)} {unit}"
