@@ -35,12 +35,19 @@ def test_an_experiment_from_scratch_is_the_yaml_it_stands_for():
         "bytes": 64 << 20,
         "duration": None,
         "direction": "download",
+        "rcvlowat": 16 << 10,
     }
     assert exp.data == {
         "topology": "two-path",
         "paths": ["wlan", "3g"],
         "matrix": {"kernel.scheduler": ["minrtt", "blest"]},
-        "workload": {"type": "bulk", "bytes": 64 << 20, "duration": None, "direction": "download"},
+        "workload": {
+            "type": "bulk",
+            "bytes": 64 << 20,
+            "duration": None,
+            "direction": "download",
+            "rcvlowat": 16 << 10,
+        },
         "repetitions": 5,
     }
     quick = exp.runs(quick=True, repetitions=1)

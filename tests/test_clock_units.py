@@ -20,6 +20,7 @@ from mptlab.campaign import boot
 from mptlab.campaign.kernel import KernelBuild
 from mptlab.campaign.runner import Campaign, Outcome
 from mptlab.guest import netlab
+from mptlab.guest.workload import WorkloadError
 from mptlab.spec.catalog import Catalog
 from mptlab.spec.yamlsrc import SpecError
 from mptlab.workloads import bulk
@@ -172,18 +173,28 @@ def test_netlink_attributes_round_trip_with_padding():
     assert list(netlab._nlas(raw)) == [(1, b"netem\0"), (14, (5).to_bytes(8, "little"))]
 
 
-def _ctx(clock: str) -> SimpleNamespace:
-    config = {"clock": clock, "workload": {"type": "bulk"}}
-    return SimpleNamespace(spec=SimpleNamespace(config=config), log=lambda msg: None)
+def _ctx(clock: str, rcvlowat: int = 0) -> SimpleNamespace:
+    return SimpleNamespace(
+        config=SimpleNamespace(clock=clock),
+        workload=SimpleNamespace(type="bulk", rcvlowat=rcvlowat),
+        log=lambda msg: None,
+    )
 
 
 def test_iperf3_gets_the_spin_sleep_library_under_virtual_time_only(tmp_path, monkeypatch):
     lib = spin.build(tmp_path)
     assert lib.exists() and spin.build(tmp_path) == lib  # built once
     monkeypatch.delenv(spin.ENV, raising=False)
+    monkeypatch.setenv(spin.VIRTUAL_ENV, "1")
     assert bulk.preload(_ctx("virtual")) == []  # the host could not build it
+    with pytest.raises(WorkloadError, match="rcvlowat needs spin_sleep.so"):
+        bulk.preload(_ctx("virtual", rcvlowat=16384))
     monkeypatch.setenv(spin.ENV, str(lib))
+    monkeypatch.delenv(spin.VIRTUAL_ENV)
     assert bulk.preload(_ctx("real")) == []
+    # a low-water mark is the workload's, under either clock
+    assert "MPTLAB_RCVLOWAT=16384 " in bulk.preload(_ctx("real", rcvlowat=16384))[2]
+    monkeypatch.setenv(spin.VIRTUAL_ENV, "1")
     prefix = bulk.preload(_ctx("virtual"))
     assert prefix[0] == "sh"
     # the shell keeps mptcpize's preload and adds ours
@@ -219,13 +230,13 @@ def test_the_spin_sleep_library_delays_only_selects_that_spin(tmp_path):
         "eof = timed(at_eof)\n"
         "print(unused, busy, eof)\n"
     )
-    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib}
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib, spin.VIRTUAL_ENV: "1"}
     out = subprocess.run(
         ["python3", "-c", program], env=env, capture_output=True, text=True, check=True
     ).stdout
     unused, busy, eof = map(float, out.split())
-    # 49 of 50 rounds follow a spinning one: ~49 ms; half of it allows for a
-    # loaded host where a select() now and then takes over 20 us
+    # 49 of 50 rounds follow a spinning one: 1 ms, doubling to 16 ms, ~0.7 s;
+    # 25 ms allows for a loaded host where a select() now and then takes over 20 us
     assert unused >= 0.025 and eof >= 0.025, out
     assert busy < min(unused, eof) / 2, out
 
@@ -235,3 +246,83 @@ def test_a_campaign_records_its_clocks(tmp_path):
     campaign = Campaign(tmp_path / "out", runs(tmp_path, "    clock: virtual\n"), kernel)
     campaign.write_campaign(campaign.order())
     assert json.loads((tmp_path / "out" / "campaign.json").read_text())["clocks"] == ["virtual"]
+
+
+def _preloaded(lib: str, program: str, **env: str) -> str:
+    env = {"PATH": "/usr/bin:/bin", "LD_PRELOAD": lib, **env}
+    return subprocess.run(
+        ["python3", "-c", program], env=env, capture_output=True, text=True, check=True
+    ).stdout
+
+
+def test_clock_reads_between_waits_are_served_from_memory_under_virtual_time(tmp_path):
+    """Under virtual time a clock read with no wait since the last one returns
+    the same value (guest time does not move while a process computes); a
+    select() that waited, or a read of a blocking fd, starts a new epoch; a
+    read that said EAGAIN does not (it waited for nothing)."""
+    lib = str(spin.build(tmp_path))
+    program = (
+        "import os, select, socket, time\n"
+        "a, b = socket.socketpair()\n"
+        "b.setblocking(False)\n"
+        "t = [time.monotonic(), time.monotonic()]\n"
+        "try:\n"
+        "    b.recv(10)\n"
+        "except BlockingIOError:\n"
+        "    pass\n"
+        "t.append(time.monotonic())\n"
+        "select.select([b], [], [], 0.02)\n"
+        "t.append(time.monotonic())\n"
+        "a.send(b'x')\n"  # a blocking socket: its calls may wait
+        "t.append(time.monotonic())\n"
+        "os.read(b.fileno(), 10)\n"  # non-blocking, known since its EAGAIN
+        "t.append(time.monotonic())\n"
+        "r, w = os.pipe(); os.write(w, b'y'); os.read(r, 1)\n"
+        "t.append(time.monotonic())\n"
+        "print(*t)\n"
+    )
+    t = [float(x) for x in _preloaded(lib, program, **{spin.VIRTUAL_ENV: "1"}).split()]
+    assert t[0] == t[1]  # no wait in between
+    assert t[2] == t[1]  # a call that said EAGAIN waited for nothing
+    assert t[3] - t[2] >= 0.015  # select() waited: a fresh read
+    assert t[4] > t[3]  # a send on a blocking socket may have waited
+    assert t[5] == t[4]  # a read of a non-blocking socket did not
+    assert t[6] > t[5]  # a pipe's (blocking) read may have
+    # under real time every read goes to the clock
+    t = [float(x) for x in _preloaded(lib, program).split()]
+    assert t[1] > t[0]
+
+
+def test_a_receive_low_water_mark_holds_select_until_enough_bytes_or_a_tick(tmp_path):
+    """With MPTLAB_RCVLOWAT, a non-blocking TCP socket read in large pieces
+    gets SO_RCVLOWAT: select() waits while fewer bytes are there (until its
+    timeout, when it still reports the socket readable so the few bytes are
+    read), and comes back at once when enough are; a small blocking read (a
+    control connection) is left alone."""
+    lib = str(spin.build(tmp_path))
+    program = (
+        "import select, socket, time\n"
+        "srv = socket.create_server(('127.0.0.1', 0))\n"
+        "c = socket.create_connection(srv.getsockname()); s, _ = srv.accept()\n"
+        "s.setblocking(False)\n"
+        "try:\n"
+        "    s.recv(1 << 17)\n"  # the first large read: sets the mark
+        "except BlockingIOError:\n"
+        "    pass\n"
+        "lowat = s.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)\n"
+        "c.send(b'x' * 1000); time.sleep(0.05)\n"
+        "t = time.monotonic(); r, _, _ = select.select([s], [], [], 0.2)\n"
+        "few = (time.monotonic() - t, len(r), len(s.recv(1 << 17)))\n"
+        "c.send(b'y' * 100000); time.sleep(0.05)\n"
+        "t = time.monotonic(); r, _, _ = select.select([s], [], [], 0.2)\n"
+        "many = (time.monotonic() - t, len(r))\n"
+        "c.setblocking(True); c.recv(0)\n"
+        "print(lowat, *few, *many, c.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT))\n"
+    )
+    out = _preloaded(lib, program, MPTLAB_RCVLOWAT="65536").split()
+    lowat, few_s, few_ready, few_bytes, many_s, many_ready, control = out
+    assert int(lowat) == 65536 and int(control) == 1
+    assert float(few_s) >= 0.15 and int(few_ready) == 1 and int(few_bytes) == 1000
+    assert float(many_s) < 0.1 and int(many_ready) == 1
+    # without the variable nothing is set
+    assert _preloaded(lib, program).split()[0] == "1"

@@ -47,7 +47,7 @@ from .sections.reproduction import (
     verdict_pills,
 )
 from .sections.sbd import SBD_METRICS
-from .units import WORKLOAD_METRICS, headline_metrics
+from .units import headline_metrics
 
 CSS = """
 body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;
@@ -348,7 +348,6 @@ __all__ = [
     "NSTAT_PATTERNS",
     "SBD_METRICS",
     "VERDICT_CLASS",
-    "WORKLOAD_METRICS",
     "build",
     "claims_table",
     "context",

@@ -1,13 +1,9 @@
 """A metric's unit, a workload's headline metrics, and a value written for a reader.
 
-``unit_of`` and ``headline_metrics`` are the only places of the report that
-know units and headline lists: the report's tables, its figures' captions
-and its headline figure ask them.  Today they read ``figures.UNITS`` and
-``WORKLOAD_METRICS`` below (plus the naming convention of the metric
-families the ingest writes, e.g. ``k_ofo_bytes_p95``); when the metric
-registry of issue 25 lands (``mptlab.spec.metrics``) they become
-``metrics.unit(name)`` and ``metrics.headline(workload)`` and nothing else
-changes.
+``unit_of`` and ``headline_metrics`` are the report's only ways to units and
+headline lists: the report's tables, its figures' captions and its headline
+figure ask them, and they ask the metric registry (``mptlab.spec.metrics``),
+where each metric is declared next to the code that produces it.
 
 ``human`` writes a value in its unit at a human scale: ``8.8 MB``, not
 ``8.785e+06`` (what the key-metrics table printed for ``k_ofo_bytes_max``
@@ -22,53 +18,23 @@ from __future__ import annotations
 import math
 from numbers import Real
 
-from . import figures
+from ..spec import metrics
 
 DASH = "\u2013"  # en dash: no value (None, NaN, not a number)
 GROUP = "\u202f"  # narrow no-break space: digit groups (SI style, never broken over lines)
 
-# the workload's primary metrics (docs/workloads.md), as the papers report them
-WORKLOAD_METRICS: dict[str, tuple[str, ...]] = {
-    "bulk": ("goodput_mbps", "goodput_cov", "duration_s", "retransmits"),
-    "cbr": ("delay_mean_ms", "delay_p95_ms", "jitter_ms", "frames_lost"),
-    "blocks": ("delay_mean_ms", "delay_p95_ms", "worst_delay_increase_pct"),
-    "web": ("page_load_s",),
-    "dash": ("avg_bitrate_mbps", "switches", "stalls", "stall_s"),
-    "live": ("in_time_ratio", "frames_in_time", "frames_dropped"),
-    "idle": ("duration_s",),
-}
-
-# figures.UNITS spells bytes out for axis labels; a table cell says B (and scales it)
-_SPELLED = {"bytes": "B", "share of packets": "ratio"}
-
 
 def headline_metrics(workload: str) -> tuple[str, ...]:
-    """The workload's headline metrics, the first one leading (the report's headline
-    figure).  Switches to ``mptlab.spec.metrics.headline(workload)`` with the registry."""
-    return WORKLOAD_METRICS.get(str(workload), ())
+    """The workload's headline metrics, the first one leading (the report's
+    headline figure): ``metrics.headline``."""
+    return metrics.headline(str(workload))
 
 
 def unit_of(metric: str) -> str:
-    """The unit of ``metric`` as ``human`` takes it ("B", "s", "ms", "Mbit/s", "%",
-    "ratio", "count", or a word such as "segments"); "" when unknown.  Switches to
-    ``mptlab.spec.metrics.unit(metric)`` with the registry."""
-    unit = figures.UNITS.get(metric)
-    if unit is not None:
-        return _SPELLED.get(unit, unit)
-    # the naming convention of the workloads' and the ingest's metrics
-    if metric.endswith("_mbps"):
-        return "Mbit/s"
-    if metric.endswith("_ms"):
-        return "ms"
-    if metric.endswith("_s"):
-        return "s"
-    if metric.endswith("_pct"):
-        return "%"
-    if "_bytes" in metric or metric.startswith("bytes_") or metric.endswith("bytes"):
-        return "B"
-    if metric.endswith(("_share", "_ratio", "_cov")):
-        return "ratio"
-    return ""
+    """The unit of ``metric`` as ``human`` takes it ("B", "s", "ms", "Mbit/s",
+    "%", "segments", ...; "" for counts and ratios, and for a metric the
+    registry does not know): ``metrics.unit``."""
+    return metrics.unit(metric)
 
 
 def _number(value) -> float | None:

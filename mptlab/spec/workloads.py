@@ -48,6 +48,17 @@ class Bulk(Workload):
     bytes: Size | None = Field(None, gt=0)
     duration: Duration | None = Field(None, gt=0)
     direction: Literal["download", "upload"] = "download"
+    # 16 KiB: the receiver wakes ~7x less often (iperf3 read 2.4 KB per
+    # wake-up); on blest-3g-wlan's headline run no metric moved beyond its
+    # run-to-run spread (n = 10 each, docs/benchmarks.md "Per-run host CPU")
+    rcvlowat: Size = Field(
+        16 << 10,
+        ge=0,
+        le=1 << 20,
+        description="receive low-water mark of iperf3's data socket (SO_RCVLOWAT): the "
+        "receiver wakes per this many bytes or per 0.1 s report tick, not per segment "
+        "(0: per segment, as before issue 26)",
+    )
 
     @model_validator(mode="after")
     def _bytes_or_duration(self):

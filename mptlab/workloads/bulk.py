@@ -30,7 +30,6 @@ from __future__ import annotations
 import json
 import subprocess
 
-from .. import rundir
 from ..guest.workload import WorkloadError
 from ..spec.metrics import Metric
 from .helpers import spin
@@ -59,15 +58,23 @@ METRICS = (  # goodput_mbps, duration_s, analysis_window_s: helpers.common
 
 def preload(ctx) -> list[str]:
     """The command prefix that adds ``spin_sleep.so`` to iperf3's preloads
-    under virtual time (``helpers.spin``); nothing under real time."""
-    if rundir.clock_of(ctx.spec.config) != "virtual":
+    (``helpers.spin``): under virtual time, and under real time when the
+    workload sets a receive low-water mark (``rcvlowat``)."""
+    lowat = int(getattr(ctx.workload, "rcvlowat", 0) or 0)
+    virtual = ctx.config.clock == "virtual"
+    if not virtual and not lowat:
         return []
-    if not spin.prefix():
+    prefix = spin.prefix(lowat)
+    if not prefix and lowat:
+        raise WorkloadError(
+            "bulk: rcvlowat needs spin_sleep.so, which the host could not build (no C compiler?)"
+        )
+    if not prefix:
         ctx.log(
             "bulk: no spin_sleep.so (the host could not build it): a byte-limited "
             "transfer's end will cost much host CPU under virtual time"
         )
-    return spin.prefix()
+    return prefix
 
 
 def _endpoints(ctx) -> tuple[str, str | None]:

@@ -13,6 +13,7 @@ import pandas as pd
 
 from ... import rundir
 from ...rundir import RunDir, RunDirError
+from ...spec.plan import NetPlan
 
 
 class IngestError(ValueError):
@@ -48,6 +49,7 @@ class Run:
     result_err: str = ""
     row: dict = field(default_factory=dict)
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    _plan: NetPlan | bool | None = field(default=None, repr=False)  # False: unreadable
 
     @classmethod
     def open(cls, run_dir: RunDir | Path, run_id: str, campaign: str, pcap: bool = True) -> Run:
@@ -79,9 +81,26 @@ class Run:
             return None
         return start + (self.row.get("warmup_ms") or 0) / 1000, end
 
+    def roles(self) -> tuple[str, str]:
+        """The client's and the server's host names (``topology.roles``;
+        a Mininet topology may call them h1 and h2)."""
+        roles = (self.spec.get("topology") or {}).get("roles") or {}
+        return roles.get("client") or "client", roles.get("server") or "server"
+
     def path_of(self, addr: str) -> int | None:
-        """The path of an address: its index (1-based) among its host's addresses."""
-        for host in ("client", "server"):
+        """The path of an address: ``NetPlan.path_of``, the rule the guest
+        labels its own tables by; from the addresses the guest reported
+        (``result.json``) where the run's plan cannot be read (run dirs of
+        an older plan format)."""
+        hosts = self.roles()
+        if self._plan is None:
+            try:
+                self._plan = NetPlan.from_json(self.spec["plan"])
+            except Exception:  # an older format: the guest's reported addresses
+                self._plan = False
+        if isinstance(self._plan, NetPlan):
+            return self._plan.path_of(addr, hosts)
+        for host in hosts:
             addrs = self.addresses.get(host) or []
             if addr in addrs:
                 return addrs.index(addr) + 1

@@ -1,12 +1,14 @@
 """``spin_sleep.so`` (``spin_sleep.c`` beside this file: why, with
-measurements): built on the host for virtual-time guests, used in the guest
-in front of programs that busy-loop on select() (iperf3).
+measurements): built on the host, used in the guest in front of iperf3.
+Under virtual time it keeps select() spins from freezing guest time and
+serves repeated clock reads between waits from memory; under either clock it
+can set a receive low-water mark on the data sockets (``rcvlowat``).
 
 The host (``mptlab.campaign.boot``) builds it once into the cache and hands
-its path to every virtual-time guest as ``$MPTLAB_SPIN_SLEEP``; in the guest,
-``prefix()`` is the command prefix that adds it to a program's preloads
-(after ``mptcpize run``, which sets ``LD_PRELOAD`` to its own library), or
-nothing when the guest runs on real time.  Standard library only.
+its path to every guest as ``$MPTLAB_SPIN_SLEEP``, and ``$MPTLAB_SPIN_VIRTUAL=1``
+to virtual-time guests; in the guest, ``prefix()`` is the command prefix that
+adds it to a program's preloads (after ``mptcpize run``, which sets
+``LD_PRELOAD`` to its own library).  Standard library only.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from pathlib import Path
 from . import native
 
 SOURCE = Path(__file__).with_name("spin_sleep.c")
-ENV = "MPTLAB_SPIN_SLEEP"
+ENV = "MPTLAB_SPIN_SLEEP"  # the library's path
+VIRTUAL_ENV = "MPTLAB_SPIN_VIRTUAL"  # "1": the guest runs on virtual time
+LOWAT_ENV = "MPTLAB_RCVLOWAT"  # bytes; read by the library
 
 
 def build(cache: Path) -> Path:
@@ -26,9 +30,22 @@ def build(cache: Path) -> Path:
     return native.build(SOURCE, cache, shared=True, libs=("-ldl",))
 
 
-def prefix() -> list[str]:
-    """In the guest: the command prefix that preloads the library (empty
-    when ``$MPTLAB_SPIN_SLEEP`` is not set: real time, or no library)."""
-    if not os.environ.get(ENV):
+def virtual() -> bool:
+    """In the guest: does it run on virtual time (as the host said)?"""
+    return os.environ.get(VIRTUAL_ENV) == "1"
+
+
+def prefix(rcvlowat: int = 0) -> list[str]:
+    """In the guest: the command prefix that preloads the library, with a
+    receive low-water mark of ``rcvlowat`` bytes on the program's data
+    sockets if > 0.  Empty when there is nothing for it to do (real time and
+    no low-water mark) or no library (the host could not build it)."""
+    if not os.environ.get(ENV) or not (virtual() or rcvlowat > 0):
         return []
-    return ["sh", "-c", f'LD_PRELOAD="${{LD_PRELOAD:+$LD_PRELOAD }}${ENV}" exec "$@"', "sh"]
+    lowat = f"{LOWAT_ENV}={int(rcvlowat)} " if rcvlowat > 0 else ""
+    return [
+        "sh",
+        "-c",
+        f'{lowat}LD_PRELOAD="${{LD_PRELOAD:+$LD_PRELOAD }}${ENV}" exec "$@"',
+        "sh",
+    ]
