@@ -327,7 +327,19 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `mptlab show X | head` ends quietly
+    # `mptlab show X | head` ends quietly; restored on the way out, since a
+    # caller in the same process (the tests) would otherwise be killed by
+    # the next write to a closed socket: pytest died so in test_cluster, a
+    # Dask client writing to a worker that had gone, after test_cli_numbers
+    # had called main()
+    previous = signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        return _main(argv)
+    finally:
+        signal.signal(signal.SIGPIPE, previous)
+
+
+def _main(argv: list[str] | None) -> int:
     args = parser().parse_args(argv)
     try:
         return args.func(args)

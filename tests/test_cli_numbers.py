@@ -40,3 +40,15 @@ def test_good_numbers_still_parse():
 def test_the_python_api_refuses_them_too(reps):
     with pytest.raises(SpecError, match="repetitions"):
         Catalog.load().expand("blest-3g-wlan", reps)
+
+
+def test_main_leaves_the_callers_sigpipe_handling_alone(capsys):
+    """main() lets `mptlab show X | head` end quietly (SIGPIPE: default) but
+    gives the caller its own handling back: in-process callers such as these
+    tests would otherwise be killed by a write to a closed socket."""
+    import signal
+
+    before = signal.getsignal(signal.SIGPIPE)
+    with pytest.raises(SystemExit):
+        cli.main(["run", "blest-3g-wlan", "--reps", "0"])
+    assert signal.getsignal(signal.SIGPIPE) == before
