@@ -24,51 +24,23 @@ import numpy as np
 import pandas as pd
 
 from .. import rundir
+from . import readers
 
 CONF = 0.95
 N_BOOT = 10_000
 SEED = 0
 
-# columns of the runs table that describe a run rather than measure it
-ID_COLUMNS = {
-    "run_id",
-    "campaign",
-    "run_dir",
-    "attempt",
-    "experiment",
-    "variant",
-    "repetition",
-    "seed",
-    "status",
-    "reason",
-    "started",
+# columns of the runs table that describe a run rather than measure it: every
+# attribute a reader writes (one list, the readers'), and the metrics that
+# are the run's bookkeeping rather than its outcome (its wall time, the
+# analysis window, the stall watchdog's record, the capture's size)
+ID_COLUMNS = set(readers.attributes()) | {
     "seconds",
-    "boot_status",
-    "git_commit",
-    "timeout_s",
-    "variant_keys",
-    "topology",
-    "paths",
-    "mptcp",
-    "scheduler",
-    "congestion_control",
-    "tcp_path",
-    "workload",
-    "warmup_ms",
-    "result_status",
-    "result_error",
-    "workload_start",
-    "workload_end",
-    "k_token",
-    "path_share_source",
-    "pcap_error",
-    "pcap_packets",
     "analysis_window_s",
+    "pcap_packets",
     "stall_timeout_s",
-    "stall_timeout_setting",
     "stall_frozen_s",
     "stall_after_s",
-    "stall_host",
     "stall_bytes_acked",
 }
 

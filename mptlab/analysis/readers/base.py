@@ -150,13 +150,19 @@ def token(v) -> str | None:
     return f"{int(v):08x}"
 
 
-def read_csv(path: Path, what: str, **kwargs) -> pd.DataFrame | None:
-    """A trace CSV (None when absent or empty); IngestError naming ``what`` it should be."""
+def read_csv(path: Path, what: str, dtype=None, check=None) -> pd.DataFrame | None:
+    """A trace CSV (None when absent or empty); IngestError naming ``what`` it
+    should be.  ``dtype``: as pandas', or a function of the header's column
+    names returning it; ``check``: a function of the table returning it
+    checked and converted (its ValueError or TypeError is the file's fault)."""
     if not path.exists() or path.stat().st_size == 0:
         return None
     try:
-        return pd.read_csv(path, **kwargs)
-    except (ValueError, pd.errors.ParserError) as exc:
+        if callable(dtype):
+            dtype = dtype(list(pd.read_csv(path, nrows=0).columns))
+        df = pd.read_csv(path, dtype=dtype)
+        return check(df) if check is not None else df
+    except (ValueError, TypeError, pd.errors.ParserError) as exc:
         raise IngestError(f"{path}: not {what}: {exc}") from None
 
 

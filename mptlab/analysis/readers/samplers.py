@@ -13,7 +13,7 @@ import pandas as pd
 
 from ... import rundir
 from ...spec.metrics import Metric
-from .base import IngestError, Run, socket_name, token, weighted_percentiles
+from .base import Run, read_csv, socket_name, token, weighted_percentiles
 
 RMEM_PREFIX = "k_rmem_bytes"
 RCVBUF_PREFIX = "k_rcvbuf_bytes"
@@ -83,15 +83,12 @@ def read(run: Run) -> tuple[dict, dict[str, pd.DataFrame]]:
 
 
 def read_trace(path: Path) -> pd.DataFrame | None:
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    try:
-        head = pd.read_csv(path, nrows=0)
-        dtypes = {c: "UInt64" for c in BIG if c in head.columns}
-        dtypes.update({c: "string" for c in ("saddr", "daddr", "scheduler") if c in head.columns})
-        return pd.read_csv(path, dtype=dtypes)
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise IngestError(f"{path}: not a sampler CSV: {exc}") from None
+    def dtypes(columns: list[str]) -> dict:
+        d = {c: "UInt64" for c in BIG if c in columns}
+        d.update({c: "string" for c in ("saddr", "daddr", "scheduler") if c in columns})
+        return d
+
+    return read_csv(path, "a sampler CSV", dtype=dtypes)
 
 
 def _ss_columns(df: pd.DataFrame, run: Run) -> pd.DataFrame:

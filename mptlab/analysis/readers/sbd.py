@@ -13,7 +13,7 @@ import pandas as pd
 
 from ... import rundir
 from ...spec.metrics import Metric
-from .base import IngestError, Run
+from .base import Run, read_csv
 
 METRICS = (
     Metric("sbd_decisions", "", None, "decisions after the warm-up"),
@@ -61,11 +61,9 @@ def read_scores(path: Path) -> pd.DataFrame | None:
     against the truth (``rundir.SBD_SCORE_COLUMNS``: ``t`` in s since
     the workload's start, ``decision``, ``shared``, ``right`` (0/1),
     ``bottlenecked``, ``subflows``)."""
-    if not path.exists() or path.stat().st_size == 0:
-        return None
     columns = rundir.SBD_SCORE_COLUMNS.split(",")
-    try:
-        df = pd.read_csv(path)
+
+    def check(df: pd.DataFrame) -> pd.DataFrame:
         missing = [c for c in columns if c not in df.columns]
         if missing:
             raise ValueError(
@@ -76,6 +74,6 @@ def read_scores(path: Path) -> pd.DataFrame | None:
             raise ValueError("empty cells")
         for c in columns:
             df[c] = pd.to_numeric(df[c]).astype(float if c == "t" else "int64")
-    except (ValueError, TypeError, pd.errors.ParserError) as exc:
-        raise IngestError(f"{path}: not an SBD scores CSV: {exc}") from None
-    return df
+        return df
+
+    return read_csv(path, "an SBD scores CSV", check=check)
