@@ -30,16 +30,23 @@ def _msg(payload: bytes, kind: int = SOCK_DIAG_BY_FAMILY, seq: int = 1) -> bytes
     return struct.pack("=IHHII", 16 + len(payload), kind, 2, seq, 0) + payload
 
 
-def _diag_msg(src: str, sport: int, dst: str, dport: int, attrs: bytes) -> bytes:
+def _diag_msg(
+    src: str, sport: int, dst: str, dport: int, attrs: bytes, family: int = socket.AF_INET
+) -> bytes:
+    def raw(addr: str) -> bytes:
+        if family == socket.AF_INET:
+            return socket.inet_aton(addr) + b"\0" * 12
+        return socket.inet_pton(socket.AF_INET6, addr)
+
     body = sampler._MSG.pack(
-        socket.AF_INET,
+        family,
         TCP_ESTABLISHED,
         0,
         0,
         struct.pack(">H", sport),
         struct.pack(">H", dport),
-        socket.inet_aton(src) + b"\0" * 12,
-        socket.inet_aton(dst) + b"\0" * 12,
+        raw(src),
+        raw(dst),
         0,
         b"\0" * 8,
         0,
@@ -67,8 +74,8 @@ def _mptcp_info(ofo_bytes: int, bytes_received: int) -> bytes:
 
 
 class FakeNetlink:
-    """A netlink socket that answers every dump with ``replies`` (IPv4) and an
-    empty dump (IPv6), and keeps the requests sent."""
+    """A netlink socket that answers every dump with ``replies``, and keeps
+    the requests sent."""
 
     def __init__(self, replies: bytes):
         self.replies = replies
@@ -77,9 +84,8 @@ class FakeNetlink:
 
     def send(self, data: bytes) -> int:
         self.sent.append(data)
-        family = data[16]
         done = _msg(struct.pack("=i", 0), kind=sampler.NLMSG_DONE)
-        self.queue = [self.replies + done] if family == socket.AF_INET else [done]
+        self.queue = [self.replies + done]
         return len(data)
 
     def recvmsg_into(self, buffers):
@@ -89,23 +95,22 @@ class FakeNetlink:
 
 
 def _diag(replies: bytes) -> tuple[Diag, FakeNetlink]:
-    diag = Diag.__new__(Diag)
     fake = FakeNetlink(replies)
-    diag.sock = fake  # type: ignore[assignment]
-    diag.seq = 0
-    diag.buf = bytearray(Diag.BUFFER)
-    return diag, fake
+    return Diag(fake), fake  # type: ignore[arg-type]
 
 
 def test_every_dump_asks_for_the_socket_memory():
     diag, fake = _diag(b"")
     mptcp_rows(diag, 0.0)
     subflow_rows(diag, 0.0)
-    assert len(fake.sent) == 4  # IPv4 and IPv6, MPTCP and TCP
+    assert len(fake.sent) == 2  # one dump each, MPTCP and TCP, both families
     for req in fake.sent:
-        ext = req[16 + 2]  # inet_diag_req_v2.idiag_ext after the netlink header
+        assert struct.unpack_from("=H", req, 4)[0] == sampler.TCPDIAG_GETSOCK
+        assert req[16] == socket.AF_UNSPEC  # inet_diag_req.idiag_family: both
+        ext = req[16 + 3]  # inet_diag_req.idiag_ext after the netlink header
         assert ext & (1 << (INET_DIAG_INFO - 1)) and ext & (1 << (INET_DIAG_SKMEMINFO - 1))
-    assert struct.unpack_from("=I", fake.sent[0], 16 + sampler._REQ.size + 4)[0] == IPPROTO_MPTCP
+    assert struct.unpack_from("=I", fake.sent[0], 16 + sampler._REQ_V1.size + 4)[0] == IPPROTO_MPTCP
+    assert len(fake.sent[1]) == 16 + sampler._REQ_V1.size  # TCP: no protocol attribute
 
 
 def test_the_mptcp_rows_carry_the_receivers_allocated_memory():
@@ -155,3 +160,46 @@ def test_the_subflow_rows_carry_their_own_memory():
     (row,) = subflow_rows(diag, 0.0)
     r = dict(zip(SUBFLOW_COLUMNS, row, strict=True))
     assert r["cwnd"] == 10 and r["rmem_alloc"] == 4096 and r["rcvbuf"] == 131072
+
+
+def test_the_precompiled_field_sets_read_what_field_by_field_reads():
+    # every field of tcp_info and mptcp_info, from a payload of distinct bytes,
+    # and a payload too short for the last fields: those cells stay empty
+    for table in (sampler.TCP_INFO, sampler.MPTCP_INFO):
+        fields = sampler.FieldSet(table)
+        blob = bytes(range(256)) + bytes(range(256))
+        assert fields.values(blob) == list(sampler._fields(blob, table).values())
+        short = blob[: max(off for off, _ in table.values()) - 1]
+        got = fields.values(short)
+        assert got == list(sampler._fields(short, table).values()) and got[-1] == ""
+
+
+def test_the_subflow_dump_leaves_listeners_and_closing_sockets_to_the_kernel():
+    # the rows never showed them; now the kernel does not send them either
+    diag, fake = _diag(b"")
+    subflow_rows(diag, 0.0)
+    mptcp_rows(diag, 0.0)
+    states_at = 16 + sampler._REQ_V1.size - 8  # inet_diag_req.idiag_states
+    tcp_states = struct.unpack_from("=I", fake.sent[0], states_at)[0]
+    mptcp_states = struct.unpack_from("=I", fake.sent[1], states_at)[0]
+    for bit in (10, 6, 12):  # TCP_LISTEN, TCP_TIME_WAIT, TCP_NEW_SYN_RECV
+        assert not tcp_states & (1 << bit)
+    assert tcp_states & (1 << 1) and mptcp_states & (1 << 1)  # ESTABLISHED asked
+    assert not mptcp_states & (1 << 10)
+
+
+def test_one_dump_gives_both_families_ipv4_first_with_mapped_addresses_as_ipv4():
+    info = _rta(INET_DIAG_INFO, _mptcp_info(0, 1))
+    replies = (
+        _diag_msg("::ffff:10.0.3.2", 5201, "::ffff:10.0.0.1", 40000, info, socket.AF_INET6)
+        + _diag_msg("10.0.0.1", 40001, "10.0.3.2", 5201, info)
+        + _diag_msg("fd00::1", 40002, "fd00::2", 5201, info, socket.AF_INET6)
+    )
+    diag, fake = _diag(replies)
+    rows = [dict(zip(MPTCP_COLUMNS, r, strict=True)) for r in mptcp_rows(diag, 0.0)]
+    assert len(fake.sent) == 1
+    assert [(r["saddr"], r["sport"]) for r in rows] == [
+        ("10.0.0.1", 40001),
+        ("10.0.3.2", 5201),
+        ("fd00::1", 40002),
+    ]
