@@ -16,6 +16,8 @@ from the kernel tracepoint instead (``mptlab.guest.tracepoints``).
 from __future__ import annotations
 
 import csv
+import ctypes
+import errno
 import socket
 import struct
 import threading
@@ -222,6 +224,70 @@ SUBFLOW_STATES = ALL_STATES & ~(1 << TCP_LISTEN | 1 << TCP_TIME_WAIT | 1 << TCP_
 MPTCP_STATES = ALL_STATES & ~(1 << TCP_LISTEN)
 
 
+class _iovec(ctypes.Structure):
+    _fields_ = [("iov_base", ctypes.c_void_p), ("iov_len", ctypes.c_size_t)]
+
+
+class _msghdr(ctypes.Structure):
+    _fields_ = [
+        ("msg_name", ctypes.c_void_p),
+        ("msg_namelen", ctypes.c_uint32),
+        ("msg_iov", ctypes.POINTER(_iovec)),
+        ("msg_iovlen", ctypes.c_size_t),
+        ("msg_control", ctypes.c_void_p),
+        ("msg_controllen", ctypes.c_size_t),
+        ("msg_flags", ctypes.c_int),
+    ]
+
+
+class _mmsghdr(ctypes.Structure):
+    _fields_ = [("msg_hdr", _msghdr), ("msg_len", ctypes.c_uint)]
+
+
+MSG_WAITFORONE = 0x10000
+
+
+class Receiver:
+    """A dump's replies, several netlink messages per system call:
+    ``recvmmsg(2)`` waiting for the first only (``MSG_WAITFORONE``).
+
+    Why: a dump that found sockets ends in a second datagram, the
+    ``NLMSG_DONE`` alone, which the kernel queues while it hands over the
+    first (``netlink_recvmsg()`` runs the next dump round before it returns,
+    net/netlink/af_netlink.c); ``recvmsg`` needs a second call for it, one
+    more ptrace round trip per namespace, kind and sample in a UML guest."""
+
+    SLOTS = 4
+
+    def __init__(self, fd: int, size: int):
+        self.fd = fd
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.bufs = [ctypes.create_string_buffer(size) for _ in range(self.SLOTS)]
+        self.iovs = (_iovec * self.SLOTS)()
+        self.msgs = (_mmsghdr * self.SLOTS)()
+        for i, buf in enumerate(self.bufs):
+            self.iovs[i].iov_base = ctypes.addressof(buf)
+            self.iovs[i].iov_len = size
+            self.msgs[i].msg_hdr.msg_iov = ctypes.pointer(self.iovs[i])
+            self.msgs[i].msg_hdr.msg_iovlen = 1
+
+    def receive(self) -> list[bytes]:
+        while True:
+            n = self.libc.recvmmsg(self.fd, self.msgs, self.SLOTS, MSG_WAITFORONE, None)
+            if n >= 0:
+                break
+            err = ctypes.get_errno()
+            if err != errno.EINTR:
+                raise OSError(err, f"recvmmsg on sock_diag: {errno.errorcode.get(err, err)}")
+        out = []
+        for i in range(n):
+            msg = self.msgs[i]
+            if msg.msg_hdr.msg_flags & socket.MSG_TRUNC:
+                raise OSError(f"sock_diag reply longer than {len(self.bufs[i])} bytes")
+            out.append(ctypes.string_at(self.bufs[i], msg.msg_len))
+        return out
+
+
 class Diag:
     """A sock_diag netlink socket in the current network namespace.
 
@@ -243,6 +309,9 @@ class Diag:
         self.sock = sock
         self.seq = 0
         self.buf = bytearray(self.BUFFER)
+        self.receiver = (
+            Receiver(sock.fileno(), self.BUFFER) if isinstance(sock, socket.socket) else None
+        )
         self.names: dict[tuple[int, bytes], str] = {}  # (family, raw) -> text: few, repeated
 
     def dump(self, protocol: int, states: int = ALL_STATES) -> list[tuple[tuple, int, dict]]:
@@ -282,32 +351,44 @@ class Diag:
         self.sock.send(msg + req)
         v4: list[tuple[tuple, int, dict]] = []
         v6: list[tuple[tuple, int, dict]] = []
-        view = memoryview(self.buf)
         while True:
-            size, _anc, flags, _addr = self.sock.recvmsg_into([view])
-            if flags & socket.MSG_TRUNC:
-                raise OSError(f"sock_diag reply longer than {len(self.buf)} bytes")
-            data = bytes(view[:size])
-            off = 0
-            while off + _NLMSG.size <= len(data):
-                length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(data, off)
-                if kind == NLMSG_DONE:
+            for data in self._receive():
+                if self._parse(data, v4, v6):
                     return v4 + v6
-                if kind == NLMSG_ERROR:
-                    err = struct.unpack_from("=i", data, off + _NLMSG.size)[0]
-                    raise OSError(-err, f"sock_diag dump failed: {err}")
-                body = data[off + _NLMSG.size : off + length]
-                fields = _MSG.unpack_from(body)
-                family, state = fields[0], fields[1]
-                addrs = (
-                    self._addr(family, fields[6]),
-                    int.from_bytes(fields[4], "big"),
-                    self._addr(family, fields[7]),
-                    int.from_bytes(fields[5], "big"),
-                )
-                entry = (addrs, state, _attrs(body[_MSG.size :]))
-                (v4 if family == socket.AF_INET else v6).append(entry)
-                off += (length + 3) & ~3
+
+    def _receive(self) -> list[bytes]:
+        if self.receiver is not None:
+            return self.receiver.receive()
+        view = memoryview(self.buf)
+        size, _anc, flags, _addr = self.sock.recvmsg_into([view])
+        if flags & socket.MSG_TRUNC:
+            raise OSError(f"sock_diag reply longer than {len(self.buf)} bytes")
+        return [bytes(view[:size])]
+
+    def _parse(self, data: bytes, v4: list, v6: list) -> bool:
+        """The sockets of one datagram appended to ``v4`` and ``v6``; True at
+        the dump's end."""
+        off = 0
+        while off + _NLMSG.size <= len(data):
+            length, kind, _flags, _seq, _pid = _NLMSG.unpack_from(data, off)
+            if kind == NLMSG_DONE:
+                return True
+            if kind == NLMSG_ERROR:
+                err = struct.unpack_from("=i", data, off + _NLMSG.size)[0]
+                raise OSError(-err, f"sock_diag dump failed: {err}")
+            body = data[off + _NLMSG.size : off + length]
+            fields = _MSG.unpack_from(body)
+            family, state = fields[0], fields[1]
+            addrs = (
+                self._addr(family, fields[6]),
+                int.from_bytes(fields[4], "big"),
+                self._addr(family, fields[7]),
+                int.from_bytes(fields[5], "big"),
+            )
+            entry = (addrs, state, _attrs(body[_MSG.size :]))
+            (v4 if family == socket.AF_INET else v6).append(entry)
+            off += (length + 3) & ~3
+        return False
 
     def _addr(self, family: int, raw: bytes) -> str:
         name = self.names.get((family, raw))
