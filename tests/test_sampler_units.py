@@ -203,3 +203,14 @@ def test_one_dump_gives_both_families_ipv4_first_with_mapped_addresses_as_ipv4()
         ("10.0.3.2", 5201),
         ("fd00::1", 40002),
     ]
+
+
+def test_sleep_until_wakes_at_the_deadline_and_not_before():
+    import time
+
+    start = time.monotonic()
+    sampler.sleep_until(start + 0.05)
+    assert time.monotonic() >= start + 0.05
+    start = time.monotonic()
+    sampler.sleep_until(start - 10)  # a deadline already past: at once
+    assert time.monotonic() - start < 0.05

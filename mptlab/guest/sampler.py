@@ -245,6 +245,12 @@ class _mmsghdr(ctypes.Structure):
 
 
 MSG_WAITFORONE = 0x10000
+CLOCK_MONOTONIC, TIMER_ABSTIME = 1, 1
+_LIBC = ctypes.CDLL(None, use_errno=True)
+
+
+class _timespec(ctypes.Structure):
+    _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
 
 
 class Receiver:
@@ -261,7 +267,6 @@ class Receiver:
 
     def __init__(self, fd: int, size: int):
         self.fd = fd
-        self.libc = ctypes.CDLL(None, use_errno=True)
         self.bufs = [ctypes.create_string_buffer(size) for _ in range(self.SLOTS)]
         self.iovs = (_iovec * self.SLOTS)()
         self.msgs = (_mmsghdr * self.SLOTS)()
@@ -273,7 +278,7 @@ class Receiver:
 
     def receive(self) -> list[bytes]:
         while True:
-            n = self.libc.recvmmsg(self.fd, self.msgs, self.SLOTS, MSG_WAITFORONE, None)
+            n = _LIBC.recvmmsg(self.fd, self.msgs, self.SLOTS, MSG_WAITFORONE, None)
             if n >= 0:
                 break
             err = ctypes.get_errno()
@@ -286,6 +291,17 @@ class Receiver:
                 raise OSError(f"sock_diag reply longer than {len(self.bufs[i])} bytes")
             out.append(ctypes.string_at(self.bufs[i], msg.msg_len))
         return out
+
+
+def sleep_until(deadline: float) -> None:
+    """Sleep until ``deadline`` on the monotonic clock (``time.monotonic()``'s
+    clock), at once if it is past: ``clock_nanosleep(TIMER_ABSTIME)``
+    without the clock read ``time.sleep()`` makes first."""
+    ts = _timespec(int(deadline), int((deadline % 1) * 1e9))
+    while (
+        _LIBC.clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, ctypes.byref(ts), None) == errno.EINTR
+    ):
+        pass
 
 
 class Diag:
@@ -479,9 +495,11 @@ def run(
     kinds = {kind for kind, _, _ in jobs}
     # Few clock reads per tick: each is a system call in a UML guest.  Wall
     # time is the monotonic clock plus the offset at the start, as the kernel
-    # trace's times are (docs/run-dirs.md); time.sleep() rather than
+    # trace's times are (docs/run-dirs.md); an absolute sleep rather than
     # stop.wait(), whose timed lock wait read the clock 7 more times per
-    # tick (strace in a guest), so a stop is seen at the next tick.
+    # tick (strace in a guest), so a stop is seen at the next tick; and
+    # rather than time.sleep(), which reads the clock to make its deadline
+    # (one read a tick, one wait: was three and one).
     offset = time.time() - time.monotonic()
     now_mono = time.monotonic()
     due = {kind: now_mono for kind in kinds}
@@ -498,10 +516,7 @@ def run(
                 due[kind] += intervals[kind]
                 if due[kind] < now_mono:  # fell behind: skip, do not burst
                     due[kind] = now_mono + intervals[kind]
-            next_due = min(due.values()) if due else now_mono + 1
-            wait = next_due - time.monotonic()
-            if wait > 0:
-                time.sleep(wait)
+            sleep_until(min(due.values()) if due else now_mono + 1)
             now_mono = time.monotonic()
     finally:
         for f in files:
