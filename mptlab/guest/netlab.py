@@ -455,8 +455,9 @@ class Net:
                 (ln.a, ln.a_dev, ln.a_addr, ln.a_to_b),
                 (ln.b, ln.b_dev, ln.b_addr, ln.b_to_a),
             ):
-                if host.switch and host.ovs is None:
-                    ip_lines[host.name].append(f"link set {dev} master {BRIDGE}")
+                if host.switch:
+                    if host.ovs is None:  # an OVS switch's ports are added once it runs
+                        ip_lines[host.name].append(f"link set {dev} master {BRIDGE}")
                 else:
                     ip_lines[host.name].append(f"addr add {addr} dev {dev}")
                 # one MSS per skb: no 64 KB "packets" through netem/tbf (GSO/TSO off)

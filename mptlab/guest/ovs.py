@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import time
@@ -35,6 +36,7 @@ from pathlib import Path
 SCHEMA = Path("/usr/share/openvswitch/vswitch.ovsschema")
 RUN_ROOT = Path("/run/mptlab-ovs")
 FAIL_MODES = ("standalone", "secure")
+OVS_CPU_COUNT_AFTER = 10.5  # s of CLOCK_MONOTONIC (start())
 # Host CPU of a daemon pair in a virtual-clock run (docs/benchmarks.md, "Open vSwitch")
 MEASURED_COST = "see docs/benchmarks.md"
 
@@ -76,9 +78,13 @@ class OvsSwitch:
             cmd, input=stdin, capture_output=True, text=True, env=self.env, check=False
         )
         if proc.returncode != 0:
+            logs = "".join(
+                f"\n--- {log.name} (tail)\n" + "\n".join(log.read_text().splitlines()[-5:])
+                for log in sorted(self.dir.glob("*.log"))
+            )
             raise OvsError(
                 f"{self.ns}: command failed ({proc.returncode}): {shlex.join(args)}\n"
-                f"{proc.stdout}{proc.stderr}".rstrip()
+                f"{proc.stdout}{proc.stderr}".rstrip() + logs
             )
         return proc.stdout
 
@@ -89,19 +95,28 @@ class OvsSwitch:
                 f"Open vSwitch is not installed ({SCHEMA} missing): apt install "
                 "openvswitch-switch (scripts/install-deps.sh)"
             )
-        self.dir.mkdir(parents=True, exist_ok=True)
+        shutil.rmtree(self.dir, ignore_errors=True)  # a stopped namesake's files
+        self.dir.mkdir(parents=True)
         db = self.dir / "conf.db"
         self._run("ovsdb-tool", "create", str(db), str(SCHEMA))
         self.started = True
         daemon = ["--pidfile", "--detach", "--no-chdir", "--log-file"]
         self._run("ovsdb-server", str(db), f"--remote=punix:{self.dir}/db.sock", *daemon)
+        # ovs-vswitchd sizes its upcall handlers by count_cpu_cores(), which
+        # counts the CPUs only once CLOCK_MONOTONIC is past 10 s (it compares the
+        # time with a "last checked" of 0; OVS 3.1 lib/ovs-thread.c) and is 0
+        # before: in a guest booted a few seconds ago the datapath then has no
+        # handler, loses every upcall (ovs-dpctl show: lost = missed) and the
+        # switch forwards nothing until it reconfigures.  So wait for 10 s of
+        # uptime: idle time, free under the virtual clock (time jumps).
+        wait = OVS_CPU_COUNT_AFTER - time.monotonic()
+        if wait > 0:
+            if self.log:
+                self.log(f"[{self.ns}] waiting {wait:.1f} s for 10 s of uptime (OVS's CPU count)")
+            time.sleep(wait)
         # ovs-vswitchd makes the kernel datapath in its own namespace: the switch's
         self._run("ovs-vswitchd", *daemon, netns=True)
         vsctl = ["ovs-vsctl", "--timeout=30", "--", "init"]
-        # one handler and one revalidator thread (the guest has one CPU): fewer
-        # threads waking up, each wake-up a round trip through ptrace in UML
-        vsctl += ["--", "set", "Open_vSwitch", ".", "other_config:n-handler-threads=1"]
-        vsctl += ["other_config:n-revalidator-threads=1"]
         vsctl += ["--", "add-br", self.bridge, "--", "set-fail-mode", self.bridge, self.fail_mode]
         for n, port in enumerate(self.ports, 1):
             vsctl += ["--", "add-port", self.bridge, port]
@@ -147,6 +162,7 @@ class OvsSwitch:
                     os.kill(pid, signal.SIGKILL)
                     break
                 time.sleep(0.02)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 def _alive(pid: int) -> bool:
