@@ -13,7 +13,7 @@ import pytest
 
 import mptlab
 from mptlab.spec import mininet
-from mptlab.spec.catalog import Catalog
+from mptlab.spec.catalog import Catalog, shipped_topologies
 from mptlab.spec.plan import plan
 
 pytestmark = pytest.mark.kernel
@@ -35,7 +35,7 @@ RTT_TOL = 0.10
 
 def two_path_switched(tmp_path, switch: str):
     """topologies/two-path-switched.yaml with `switch:` set, read as YAML."""
-    src = Catalog.load().search[0] / "two-path-switched.yaml"
+    src = shipped_topologies() / "two-path-switched.yaml"
     text = src.read_text().replace("switch: bridge", f"switch: {switch}")
     assert f"switch: {switch}" in text
     path = tmp_path / f"two-path-{switch}.yaml"
@@ -81,7 +81,7 @@ def test_ovs_and_bridges_give_the_same_goodput_and_rtts(tmp_path):
     assert set(ovs["srtt"]) == set(bridge["srtt"]) == {1, 2}
     for path, rtt in bridge["srtt"].items():
         # the paths' RTTs are 20 and 40 ms plus queueing: the shapes are where they were
-        assert rtt > 20 * path, bridge
+        assert rtt >= 20 * path, bridge
         assert abs(ovs["srtt"][path] - rtt) <= RTT_TOL * rtt, (path, bridge, ovs)
 
 

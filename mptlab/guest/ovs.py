@@ -118,8 +118,12 @@ class OvsSwitch:
         self._run("ovs-vswitchd", *daemon, netns=True)
         vsctl = ["ovs-vsctl", "--timeout=30", "--", "init"]
         vsctl += ["--", "add-br", self.bridge, "--", "set-fail-mode", self.bridge, self.fail_mode]
+        # QoS linux-noop: ovs-vswitchd leaves the ports' qdiscs alone.  Without
+        # it, a port without QoS has its root qdisc deleted when it is added
+        # (the netem/tbf shapes of the link were gone: "no root netem qdisc")
+        vsctl += ["--", "--id=@noop", "create", "QoS", "type=linux-noop"]
         for n, port in enumerate(self.ports, 1):
-            vsctl += ["--", "add-port", self.bridge, port]
+            vsctl += ["--", "add-port", self.bridge, port, "qos=@noop"]
             vsctl += ["--", "set", "Interface", port, f"ofport_request={n}"]
         # without --no-wait ovs-vsctl returns once ovs-vswitchd has applied it
         self._run(*vsctl)
