@@ -26,11 +26,17 @@ PATHS = [
     {"rate": "10mbit", "delay": "10ms", "queue": 100},
     {"rate": "10mbit", "delay": "20ms", "queue": 100},
 ]
-# Relative tolerance of the OVS-vs-bridge agreement.  Measured once
-# (5 s bulk on two-path-switched, PATHS, seed 1; docs/benchmarks.md "Open
-# vSwitch"): TOLERANCE_NOTE
-GOODPUT_TOL = 0.05
-RTT_TOL = 0.10
+# Relative tolerances of the OVS-bridge agreement, from one measurement
+# (python -m bench.ovs: 5 s bulk on two-path-switched with PATHS, 3 seeds
+# each; docs/benchmarks.md "Open vSwitch").  Virtual clock (this test's):
+# goodput bridge 18.44 Mbit/s (sd 0.06), OVS 18.22 (sd 0.08), -1.2 %; the
+# server's median sRTT 35.79/40.0 ms and 35.82/40.0 ms (sd 0), +0.07 %.
+# 3 % is 2.5 x the measured goodput difference; a lost path or a shape in
+# the wrong place would move goodput by tens of % and RTTs by 10+ ms.  (Under
+# the real clock the runs spread more than the switches differ: goodput sd
+# 1.3 %/5.9 %, sRTT per path sd up to 20 %: not a clock to test this on.)
+GOODPUT_TOL = 0.03
+RTT_TOL = 0.03
 
 
 def two_path_switched(tmp_path, switch: str):
@@ -63,14 +69,12 @@ def bulk_run(tmp_path, switch: str) -> dict:
         "goodput": run.goodput_mbps,
         "srtt": {int(p): v for p, v in srtt.items()},
         "ovs": spec["plan"].get("ovs", {}),
-        "host_cpu_s": run.host_cpu_s if hasattr(run, "host_cpu_s") else None,
     }
 
 
 def test_ovs_and_bridges_give_the_same_goodput_and_rtts(tmp_path):
     bridge = bulk_run(tmp_path, "bridge")
     ovs = bulk_run(tmp_path, "ovs")
-    print("bridge", bridge, "ovs", ovs)
     assert bridge["ovs"] == {} and set(ovs["ovs"]) == {"s1", "s2"}
     # the transfer used both paths: two 10 Mbit/s bottlenecks
     assert 13 < bridge["goodput"] < 20, bridge
