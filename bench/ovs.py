@@ -1,6 +1,7 @@
 """Open vSwitch against Linux bridges (docs/benchmarks.md, "Open vSwitch").
 
-    .venv/bin/python -m bench.ovs [--reps 3] [--idle 30] [--out DIR]
+    .venv/bin/python -m bench.ovs [--reps 3] [--idle 30] [--out DIR]   (~7 min)
+    .venv/bin/python -m bench.run ovs                                  (the defaults)
 
 1. Agreement: a 5 s bulk transfer on two-path-switched (tests/test_ovs_kernel.py's
    paths), ``switch: bridge`` and ``switch: ovs``, ``--reps`` repetitions
@@ -18,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
+import sys
 import tempfile
 from pathlib import Path
 
@@ -82,12 +84,12 @@ def idle(tmp: Path, label: str, topo, seconds: float) -> float:
     return float(run.host_cpu_s)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
+def main(argv: list[str] | tuple = ()) -> None:
+    ap = argparse.ArgumentParser(prog="python -m bench.ovs")
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--idle", type=float, default=30.0)
     ap.add_argument("--out", type=Path, default=None)
-    args = ap.parse_args()
+    args = ap.parse_args(list(argv))
     tmp = args.out or Path(tempfile.mkdtemp(prefix="bench-ovs-"))
     tmp.mkdir(parents=True, exist_ok=True)
     report: dict = {"bulk": {}, "idle": {}}
@@ -115,4 +117,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])
