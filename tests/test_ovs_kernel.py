@@ -65,10 +65,13 @@ def bulk_run(tmp_path, switch: str) -> dict:
     # Bulk's default direction is download: the server sends
     srtt = ss[(ss["host"] == "server") & ss["path"].notna()].groupby("path")["srtt_ms"].median()
     spec = json.loads(next((tmp_path / switch).rglob("spec.json")).read_text())
+    agent_log = next((tmp_path / switch).rglob("agent.log")).read_text()
     return {
         "goodput": run.goodput_mbps,
         "srtt": {int(p): v for p, v in srtt.items()},
         "ovs": spec["plan"].get("ovs", {}),
+        # what the guest built: OVS bridges (the agent logs every command)
+        "ovs_bridges": sorted(b for b in ("s1", "s2") if f"add-br {b} " in agent_log),
     }
 
 
@@ -76,6 +79,7 @@ def test_ovs_and_bridges_give_the_same_goodput_and_rtts(tmp_path):
     bridge = bulk_run(tmp_path, "bridge")
     ovs = bulk_run(tmp_path, "ovs")
     assert bridge["ovs"] == {} and set(ovs["ovs"]) == {"s1", "s2"}
+    assert bridge["ovs_bridges"] == [] and ovs["ovs_bridges"] == ["s1", "s2"]
     # the transfer used both paths: two 10 Mbit/s bottlenecks
     assert 13 < bridge["goodput"] < 20, bridge
     assert abs(ovs["goodput"] - bridge["goodput"]) <= GOODPUT_TOL * bridge["goodput"], (
