@@ -22,7 +22,7 @@ BENCHMARKS = [
     "scaling",
 ]
 # not part of a plain `make bench` (about 20 min of campaigns each): name them
-EXTRA = ["calibrate", "calibrate_mptbm", "run_cost_metrics"]
+EXTRA = ["calibrate", "calibrate_mptbm", "run_cost_metrics", "ovs"]
 
 
 def main(argv: list[str]) -> int:

@@ -7,7 +7,10 @@ set -euo pipefail
 
 kernel_pkgs="linux-source-6.12 build-essential bc flex bison libelf-dev libssl-dev xz-utils kmod"
 runtime_pkgs="python3 python3-venv iproute2 iputils-ping procps psmisc ethtool iperf3 mptcpize
-  tcpdump bridge-utils mininet d-itg nghttp2-client nghttp2-server ffmpeg chromium tshark"
+  tcpdump bridge-utils mininet d-itg nghttp2-client nghttp2-server ffmpeg chromium tshark
+  openvswitch-switch"
+# openvswitch-switch: `switch: ovs` topologies, whose guests run its daemons
+# from the host's root; mptlab does not use the host's own OVS service.
 # The container image (make docker): Debian's engine, debootstrap for the base
 # image (no registry is needed) and Compose.  Debian 12 has Compose v1 only
 # (docker-compose 1.29, which knows profiles); the v2 plugin is not packaged.

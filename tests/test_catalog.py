@@ -147,7 +147,7 @@ def test_missing_topology_unknown_profile_and_workload(tmp_path):
         SpecError,
         # the shipped topologies, sorted (the list grows with topologies/)
         match="unknown topology 'ring'; allowed: nsb-3, nsb-4, .*shifting, two-path, "
-        "two-path-direct, two-path-shared$",
+        "two-path-direct, two-path-shared, two-path-switched$",
     ):
         Catalog.load(campaign(tmp_path, base + "    topology: ring\n")).expand("bad")
     with pytest.raises(

@@ -698,6 +698,8 @@ def _run(run_dir: RunDir, state: dict) -> int:
     finally:
         if ctx.watchdog is not None and ctx.watchdog.thread.is_alive():
             ctx.watchdog.stop()
+        if ctx._net is not None:
+            ctx._net.stop_ovs()  # Open vSwitch daemons, if any: none outlives the run
         result["finished"] = time.time()
         # the boot this result belongs to: the host checks it against its own
         result["attempt"] = os.environ.get(rundir.ATTEMPT_ENV)

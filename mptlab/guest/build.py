@@ -1,5 +1,5 @@
 """Build a plan (``mptlab.spec.plan.NetPlan``) in the guest: namespaces,
-links, bridges, shapes, routes, and the MPTCP path manager of the client and
+links, bridges (Linux or Open vSwitch), shapes, routes, and the MPTCP path manager of the client and
 the server (limits and endpoints, ``mptlab.spec.plan.mptcp_endpoints``).
 The agent builds every run's network through ``build``; so do the tests
 that boot the kernel."""
@@ -57,7 +57,7 @@ def build(
     for name in p.routers:
         nodes[name] = net.add_host(name, router=True)
     for name in p.switches:
-        nodes[name] = net.add_host(name, switch=True)
+        nodes[name] = net.add_host(name, switch=True, ovs=p.ovs.get(name))
     for link in p.links:
         net.add_link(
             nodes[link.a], nodes[link.b], link.a_addr, link.b_addr, link.a_to_b, link.b_to_a

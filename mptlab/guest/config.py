@@ -181,7 +181,17 @@ class Topology:
     """What the guest takes from the topology spec: its roles (the plan is the network)."""
 
     HOST_ONLY: ClassVar[frozenset[str]] = frozenset(
-        {"description", "source", "paths", "hosts", "routers", "switches", "links"}
+        {
+            "description",
+            "source",
+            "paths",
+            "hosts",
+            "routers",
+            "switch",
+            "fail_mode",
+            "switches",
+            "links",
+        }
     )
     roles: Roles
 

@@ -14,7 +14,11 @@ is built through ``mptlab.guest.build``::
     net.run(cli, "ping", "-c", "3", "10.0.1.2")
 
 A switch is a namespace holding one Linux bridge (``br0``) that enslaves
-its interfaces: a learning switch, without STP (the planner refuses loops).
+its interfaces: a learning switch, without STP (the planner refuses loops);
+or, ``add_host(name, switch=True, ovs={...})``, an Open vSwitch bridge
+(``mptlab.guest.ovs``) with its own daemons in that namespace.  The shapes
+are on the veths either way, so a switch's type changes nothing but the
+forwarding.
 
 Why not Mininet's TCLink: it shapes both directions alike, has no
 Gilbert-Elliott loss and no byte or BDP-relative queue limits, and its netem
@@ -45,6 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..spec.shapes import ETH_FRAME, JITTER_DISTRIBUTIONS, QDISCS, Shape
+from .ovs import OvsSwitch
 
 # netem's queue holds the packets in the delay line; it must never be the
 # one that drops, so its limit is far above any delay-bandwidth product here.
@@ -245,6 +250,8 @@ class Host:
     interfaces: list[str] = field(default_factory=list)
     router: bool = False
     switch: bool = False
+    # an Open vSwitch switch: {"fail_mode": ..., "flows": [...]}; None: a Linux bridge
+    ovs: dict | None = None
 
     def ip(self, i: int = 0) -> str:
         return self.addrs[i].split("/")[0]
@@ -314,12 +321,19 @@ class Net:
         # every process popen() started, with its namespace: the agent stops a
         # stalled workload's processes (mptlab.guest.agent.stop_workload)
         self.spawned: list[tuple[str, subprocess.Popen]] = []
+        self.ovs: dict[str, OvsSwitch] = {}  # switch name -> its running OVS
 
     # -- construction --------------------------------------------------
-    def add_host(self, name: str, router: bool = False, switch: bool = False) -> Host:
+    def add_host(
+        self, name: str, router: bool = False, switch: bool = False, ovs: dict | None = None
+    ) -> Host:
+        """A host, router or switch; ``ovs`` ({"fail_mode", "flows"}) makes a
+        switch an Open vSwitch bridge instead of a Linux one."""
         if name in self.hosts:
             raise ValueError(f"host {name!r} defined twice")
-        host = Host(name, router=router, switch=switch)
+        if ovs is not None and not switch:
+            raise ValueError(f"{name}: only a switch can be an Open vSwitch bridge")
+        host = Host(name, router=router, switch=switch, ovs=ovs)
         self.hosts[name] = host
         return host
 
@@ -434,7 +448,7 @@ class Net:
         ip_lines: dict[str, list[str]] = {h: ["link set lo up"] for h in self.hosts}
         tc_lines: dict[str, list[str]] = {h: [] for h in self.hosts}
         for name, host in self.hosts.items():
-            if host.switch:
+            if host.switch and host.ovs is None:
                 ip_lines[name] += [f"link add {BRIDGE} type bridge", f"link set {BRIDGE} up"]
         for ln in self.links:
             for host, dev, addr, shape in (
@@ -442,7 +456,8 @@ class Net:
                 (ln.b, ln.b_dev, ln.b_addr, ln.b_to_a),
             ):
                 if host.switch:
-                    ip_lines[host.name].append(f"link set {dev} master {BRIDGE}")
+                    if host.ovs is None:  # an OVS switch's ports are added once it runs
+                        ip_lines[host.name].append(f"link set {dev} master {BRIDGE}")
                 else:
                     ip_lines[host.name].append(f"addr add {addr} dev {dev}")
                 # one MSS per skb: no 64 KB "packets" through netem/tbf (GSO/TSO off)
@@ -456,6 +471,33 @@ class Net:
             self.batch(host, "tc", tc_lines[name])
             if host.router:
                 self.sysctls(host, {"net.ipv4.ip_forward": 1})
+        self.start_ovs()
+
+    def start_ovs(self) -> None:
+        """Start the Open vSwitch switches (their interfaces exist and are up)."""
+        for name, host in self.hosts.items():
+            if host.ovs is None or name in self.ovs:
+                continue
+            sw = OvsSwitch(
+                self.ns(host),
+                name,
+                host.interfaces,
+                host.ovs.get("fail_mode", "standalone"),
+                host.ovs.get("flows", ()),
+                log=self.log,
+            )
+            self.ovs[name] = sw
+            try:
+                sw.start()
+            except RuntimeError as exc:
+                self.stop_ovs()  # the switches started so far: none is left behind
+                raise NetError(str(exc)) from None
+
+    def stop_ovs(self) -> None:
+        """Stop every Open vSwitch switch's daemons (nothing left behind)."""
+        while self.ovs:
+            _name, sw = self.ovs.popitem()
+            sw.stop()
 
     def seed_netem(self, seed: int) -> dict[str, int]:
         """Seed every shaped interface's netem from ``seed`` (``link_seed``);
@@ -490,5 +532,6 @@ class Net:
             )
 
     def destroy(self) -> None:
+        self.stop_ovs()
         for host in self.hosts.values():
             self.sh("ip", "netns", "del", self.ns(host), check=False)

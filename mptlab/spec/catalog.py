@@ -15,6 +15,7 @@ import copy
 import itertools
 import json
 import re
+import subprocess
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -182,6 +183,23 @@ def merge_experiment(base: dict, own: dict) -> dict:
     return merged
 
 
+def flow_problem(flow: str) -> str | None:
+    """What is wrong with an OpenFlow flow (ovs-ofctl syntax), as ``ovs-ofctl
+    parse-flow`` says (the tool the guest adds it with, from the same root);
+    None if nothing, or if this host has no Open vSwitch (a machine that only
+    submits runs: the guest's ``ovs-ofctl add-flows`` reports a bad flow)."""
+    try:
+        proc = subprocess.run(
+            ["ovs-ofctl", "parse-flow", flow], capture_output=True, text=True, check=False
+        )
+    except FileNotFoundError:
+        return None
+    if proc.returncode == 0:
+        return None
+    err = proc.stderr.strip().splitlines()
+    return (err[-1] if err else f"ovs-ofctl exit {proc.returncode}").removeprefix("ovs-ofctl: ")
+
+
 def _check_rate_limited(net_plan, paths: list[str], where: str, prefix: tuple) -> None:
     """Under virtual time computing takes no guest time, so a path without a
     rate runs as fast as the host's CPU and its numbers mean nothing (an
@@ -264,6 +282,23 @@ class Catalog:
         self.topologies[name] = topo
 
     def _check_topology(self, topo: TopologySpec, src: Source, prefix: tuple) -> None:
+        for i, sw in enumerate(topo.switches):
+            if (sw.switch or topo.switch) != "ovs" and (sw.flows or sw.fail_mode):
+                loc = (*prefix, "switches", i, "flows" if sw.flows else "fail_mode")
+                raise SpecError(
+                    f"{src.where(loc)}: {'.'.join(map(str, loc))}: only an Open vSwitch switch "
+                    f"has flows and a fail mode, {sw.name} is a bridge; allowed: switch: ovs "
+                    "(on the topology or the switch)"
+                )
+            for k, flow in enumerate(sw.flows):
+                problem = flow_problem(flow)
+                if problem:
+                    loc = (*prefix, "switches", i, "flows", k)
+                    raise SpecError(
+                        f"{src.where(loc)}: {'.'.join(map(str, loc))}: {problem}; allowed: a "
+                        "flow in ovs-ofctl add-flow syntax with numbered ports, e.g. "
+                        "'in_port=1,actions=output:2' (port N: the switch's N-th link)"
+                    )
         for i, link in enumerate(topo.links):
             shape = link.shape
             if not isinstance(shape, str) or shape in self.profiles:

@@ -18,9 +18,14 @@ become network namespaces, switches Linux bridges, links veth pairs, and
 options: ``addLink(..., shape="path1")`` (a path slot the experiment's
 ``paths`` fill) or ``shape="wlan"`` (a profile); ``addHost(name,
 router=True)`` (or ``cls=`` a class named ``...Router``, like Mininet's
-``LinuxRouter`` example) for a host that forwards IP; and optional
-attributes on the ``Topo``: ``roles`` (as in a YAML topology: ``client``,
-``server``, ``background``), ``description``, ``source``.
+``LinuxRouter`` example) for a host that forwards IP; ``addSwitch(name,
+cls=OVSBridge)`` (Open vSwitch, MAC learning), ``cls=OVSSwitch`` or
+``OVSKernelSwitch`` (Open vSwitch, Mininet's fail mode secure: it forwards
+only what ``flows=[...]``, mptlab's option, says), ``failMode=``,
+``cls=LinuxBridge`` (``switch_spec``); and optional attributes on the
+``Topo``: ``roles`` (as in a YAML topology: ``client``, ``server``,
+``background``), ``description``, ``source``, ``switch`` (``"ovs"``: every
+switch without a ``cls`` is Open vSwitch) and ``fail_mode``.
 
 Where the semantics differ from Mininet's ``TCLink`` (docs/experiments.md):
 
@@ -36,9 +41,11 @@ Where the semantics differ from Mininet's ``TCLink`` (docs/experiments.md):
   is always a tbf); ``enable_red`` makes the queue RED; ``enable_ecn`` is
   refused;
 - addresses are mptlab's (a /24 per L2 segment, docs/experiments.md), not
-  the ``ip=`` given to ``addHost``; Mininet's controller, OpenFlow and
-  ``cpu`` limits have no counterpart (switches are learning bridges without
-  STP: loops are refused);
+  the ``ip=`` given to ``addHost``; Mininet's controller and ``cpu``
+  limits have no counterpart (switches are learning bridges, or Open
+  vSwitch with static flows, without STP: loops are refused); a switch
+  without ``cls`` is a Linux bridge (Mininet's default is ``OVSKernelSwitch``
+  with a controller), unless the Topo says ``switch = "ovs"``;
 - links are numbered in Mininet's own order (``Topo.links(sort=True)``), so
   addresses can differ from a YAML topology written link by link; routes
   and shapes are the same (``tests/test_mininet.py``).
@@ -154,9 +161,57 @@ def _is_router(options: dict[str, Any]) -> bool:
     return bool(options.get("router")) or getattr(cls, "__name__", "").endswith("Router")
 
 
+# addSwitch options that say nothing here (Mininet's controller, datapath
+# and OpenFlow-version plumbing; STP: loops are refused anyway)
+SWITCH_IGNORED = {"dpid", "protocols", "inband", "datapath", "listenPort", "stp", "batch"}
+
+
+def _class_names(cls: Any) -> list[str]:
+    """The names of a class and its bases; ``functools.partial(OVSSwitch, ...)``
+    (Mininet's way of giving a class options) is its function's."""
+    cls = getattr(cls, "func", cls)
+    return [c.__name__ for c in getattr(cls, "__mro__", [type(cls)])]
+
+
+def switch_spec(name: str, options: dict[str, Any]) -> dict[str, Any]:
+    """An ``addSwitch``'s class and options as a switch of the topology
+    (``mptlab.spec.models.SwitchSpec``'s fields): ``cls=OVSBridge``: Open
+    vSwitch, standalone (MAC learning); ``cls=OVSSwitch``/``OVSKernelSwitch``:
+    Open vSwitch with Mininet's default fail mode, secure (it forwards only
+    the ``flows=`` given, mptlab runs no controller); ``cls=LinuxBridge``: a
+    Linux bridge; no ``cls``: the topology's ``switch``.  ``failMode=`` sets
+    the fail mode, ``flows=`` (mptlab's) the static OpenFlow flows."""
+    cls = options.get("cls")
+    keywords = dict(getattr(cls, "keywords", None) or {})
+    opts = {**keywords, **{k: v for k, v in options.items() if k not in ("cls", "isSwitch")}}
+    out: dict[str, Any] = {"name": name}
+    if cls is not None:
+        names = _class_names(cls)
+        if "OVSBridge" in names:
+            out.update(switch="ovs", fail_mode="standalone")
+        elif "OVSSwitch" in names:
+            out.update(switch="ovs", fail_mode="secure")
+        elif "LinuxBridge" in names:
+            out["switch"] = "bridge"
+        else:
+            raise ValueError(
+                f"switch {name}: cls={names[0]} is not supported; allowed: OVSBridge, "
+                "OVSSwitch (OVSKernelSwitch), LinuxBridge"
+            )
+    for key, value in opts.items():
+        if key == "failMode":
+            out["fail_mode"] = value
+        elif key == "flows":
+            out["flows"] = list(value)
+        elif key not in SWITCH_IGNORED:
+            allowed = ", ".join(["cls", "failMode", "flows", *sorted(SWITCH_IGNORED)])
+            raise ValueError(f"switch {name}: option {key!r} is not supported; allowed: {allowed}")
+    return out
+
+
 def from_topo(topo: Any, client: str | None = None, server: str | None = None) -> TopologySpec:
     """The topology a Mininet ``Topo`` (an instance) describes."""
-    switches = list(topo.switches(sort=True))
+    switches = [switch_spec(s, topo.nodeInfo(s)) for s in topo.switches(sort=True)]
     nodes = list(topo.hosts(sort=True))
     routers = [n for n in nodes if _is_router(topo.nodeInfo(n))]
     hosts = [n for n in nodes if n not in routers]
@@ -180,6 +235,8 @@ def from_topo(topo: Any, client: str | None = None, server: str | None = None) -
             "paths": slots,
             "hosts": hosts,
             "routers": routers,
+            "switch": getattr(topo, "switch", "bridge"),
+            "fail_mode": getattr(topo, "fail_mode", "standalone"),
             "switches": switches,
             "links": links,
             "roles": roles,

@@ -16,7 +16,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, TypeAdapter, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    field_serializer,
+    model_validator,
+)
 
 from ..rundir import Clock
 from . import units
@@ -122,19 +131,92 @@ class RolesSpec(Strict):
     background: list[BackgroundPairSpec] = []
 
 
+SwitchType = Literal["bridge", "ovs"]
+FailMode = Literal["standalone", "secure"]
+
+
+def _switch_shorthand(value):
+    """A switch's name alone -> the mapping form."""
+    return {"name": value} if isinstance(value, str) else value
+
+
+def _flow_has_actions(flow: str) -> str:
+    """A first check of a flow, without Open vSwitch (the catalog has ``ovs-ofctl`` parse it)."""
+    if "actions=" not in flow.replace(" ", ""):
+        raise ValueError(
+            f"{flow!r} has no actions=; a flow is in ovs-ofctl add-flow syntax, e.g. "
+            "'in_port=1,actions=output:2'"
+        )
+    return flow
+
+
+class SwitchSpec(Strict):
+    """One switch: a name, or a mapping that overrides the topology's
+    ``switch`` and ``fail_mode`` for it and gives it static OpenFlow flows."""
+
+    name: str
+    switch: SwitchType | None = Field(None, description="bridge or ovs; null: the topology's")
+    fail_mode: FailMode | None = Field(
+        None, description="(ovs) standalone or secure; null: the topology's"
+    )
+    flows: list[Annotated[str, AfterValidator(_flow_has_actions)]] = Field(
+        default_factory=list,
+        description="(ovs) static OpenFlow flows in ovs-ofctl add-flow syntax; port N is the "
+        "switch's N-th link in link order (interface <switch>-eth<N-1>)",
+    )
+
+    def plain(self) -> bool:
+        """Nothing but the name: written back as the name alone."""
+        return self.switch is None and self.fail_mode is None and not self.flows
+
+
 class TopologySpec(Strict):
     description: str = ""
     source: str = ""
     paths: int = Field(ge=0, description="number of path slots (path1..pathN) experiments fill")
     hosts: list[str]
     routers: list[str] = Field(default_factory=list, description="hosts that forward (IP)")
-    switches: list[str] = Field(default_factory=list, description="Linux bridges (Ethernet)")
+    switch: SwitchType = Field(
+        "bridge",
+        description="what a switch is: bridge (a Linux bridge) or ovs (an Open vSwitch bridge, "
+        "kernel datapath); a switch's own `switch:` overrides it",
+    )
+    fail_mode: FailMode = Field(
+        "standalone",
+        description="(ovs) standalone: a MAC-learning switch (Mininet's OVSBridge); secure: "
+        "only the switch's `flows:` forward (Mininet's OVSSwitch without a controller)",
+    )
+    switches: list[Annotated[SwitchSpec, BeforeValidator(_switch_shorthand)]] = Field(
+        default_factory=list,
+        description="the switches (Ethernet): names, or {name, switch, fail_mode, flows}",
+    )
     links: list[Annotated[LinkSpec, BeforeValidator(_link_shorthand)]]
     roles: RolesSpec
 
+    @field_serializer("switches")
+    def _switches_out(self, switches: list[SwitchSpec]) -> list:
+        # a switch with a name only is written as the name, as before switch types
+        return [
+            s.name if s.plain() else s.model_dump(mode="json", exclude_defaults=True)
+            for s in switches
+        ]
+
+    @property
+    def switch_names(self) -> list[str]:
+        return [s.name for s in self.switches]
+
+    def ovs_switches(self) -> dict[str, dict]:
+        """The Open vSwitch switches: name -> {fail_mode, flows} (the plan's ``ovs``)."""
+        out = {}
+        for s in self.switches:
+            if (s.switch or self.switch) == "ovs":
+                out[s.name] = {"fail_mode": s.fail_mode or self.fail_mode, "flows": list(s.flows)}
+        return out
+
     @model_validator(mode="after")
     def _consistent(self):
-        nodes = self.hosts + self.routers + self.switches
+        names = self.switch_names
+        nodes = self.hosts + self.routers + names
         dup = {n for n in nodes if nodes.count(n) > 1}
         if dup:
             raise ValueError(f"node names used twice: {sorted(dup)}")
@@ -154,7 +236,7 @@ class TopologySpec(Strict):
                     raise ValueError(f"background host {end!r} is not in hosts {self.hosts}")
             if pair.path > self.paths:
                 raise ValueError(f"background pair on path {pair.path}, but paths: {self.paths}")
-        l2_segments([(ln.a, ln.b) for ln in self.links], set(self.switches))  # no loops
+        l2_segments([(ln.a, ln.b) for ln in self.links], set(names))  # no loops
         return self
 
 

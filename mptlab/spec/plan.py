@@ -2,7 +2,8 @@
 
 ``plan()`` is pure (unit-tested).  The network is made of L2 segments: a
 link between two hosts or routers is one, and every link joined by switches
-(Linux bridges) forms one with them.  Each segment gets a /24,
+(Linux bridges, or Open vSwitch bridges: ``NetPlan.ovs``) forms one with
+them.  Each segment gets a /24,
 ``10.<i/256>.<i%256>.0`` where i is the index of its first link, and its
 hosts and routers get ``.1``, ``.2``, ... in link order (a before b; a
 plain link: ``.1`` on its first node, ``.2`` on its second).  Link shapes
@@ -60,9 +61,15 @@ class NetPlan:
     # link changes during the run: {at_ms, link (index), a_to_b, b_to_a (Shape, or None: unchanged)}
     events: list[dict] = field(default_factory=list)
     switches: list[str] = field(default_factory=list)
+    # the switches that are Open vSwitch bridges (the others are Linux
+    # bridges): name -> {"fail_mode": "standalone" | "secure", "flows": [ovs-ofctl flows]}
+    ovs: dict[str, dict] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return asdict(self)
+        data = asdict(self)
+        if not self.ovs:  # a plan without OVS is written as before switch types
+            del data["ovs"]
+        return data
 
     @classmethod
     def from_json(cls, data: dict) -> NetPlan:
@@ -84,6 +91,7 @@ class NetPlan:
             hosts=data["hosts"],
             routers=data["routers"],
             switches=data.get("switches", []),
+            ovs=data.get("ovs", {}),
             links=links,
             events=events,
             routes={k: [tuple(r) for r in v] for k, v in data["routes"].items()},
@@ -237,7 +245,7 @@ def plan(
     if not background:
         unused = {h for pair in topo.roles.background for h in (pair.sender, pair.receiver)}
     kept = [(i, ln) for i, ln in enumerate(topo.links) if ln.a not in unused and ln.b not in unused]
-    switches = set(topo.switches)
+    switches = set(topo.switch_names)
     segments = l2_segments([(ln.a, ln.b) for _, ln in kept], switches)
     addrs: dict[tuple[int, str], str] = {}  # (kept index, end) -> address
     for seg in segments:
@@ -265,7 +273,8 @@ def plan(
     p = NetPlan(
         hosts=[h for h in topo.hosts if h not in unused],
         routers=list(topo.routers),
-        switches=list(topo.switches),
+        switches=topo.switch_names,
+        ovs=topo.ovs_switches(),
         links=links,
     )
     _routes(p)
