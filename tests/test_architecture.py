@@ -45,7 +45,8 @@ ONLY = {  # a part: the modules (and packages) of mptlab it may import, besides 
     ),
     "mptlab.analysis": ("mptlab.rundir", "mptlab.spec"),
 }
-# the imports by name: the agent's workloads (plugins), a YAML file's Mininet Topo, the
+# the imports by name: the agent's workloads (plugins; the user's own workload classes and
+# parsers: spec.usercode), a YAML file's Mininet Topo, the
 # package's face (the API's names, imported on first use; it is the top layer), and the
 # metric registry, which collects the metrics each workload and analysis reader declares
 # next to the code that produces them (they are layers above the language: by name, on
@@ -53,6 +54,7 @@ ONLY = {  # a part: the modules (and packages) of mptlab it may import, besides 
 DYNAMIC = {
     "mptlab/guest/workload.py",
     "mptlab/spec/mininet.py",
+    "mptlab/spec/usercode.py",
     "mptlab/__init__.py",
     "mptlab/spec/metrics.py",
 }

@@ -625,7 +625,7 @@ def _run(run_dir: RunDir, state: dict) -> int:
         if run.config.background:
             background = load_workload("background")
             background.start(ctx)
-        workload = load_workload(ctx.workload.type)
+        workload = load_workload(ctx.workload.type, ctx.workload.fields().get("module_path"))
         ctx.nstat = nstat.Recorder({h: ctx.net.ns(h) for h in (ctx.client, ctx.server)})
         ctx.watchdog = watchdog = start_watchdog(ctx)
         ctx.nstat.take("start")
