@@ -472,6 +472,7 @@ class Catalog:
         workload = _validate(model, params, src, prefix + ("workload",))
         if isinstance(workload, Command):
             home = f"command workload of {'.'.join(map(str, prefix[1:])) or 'an experiment'}"
+            home += f" (variant {variant})" if variant else ""
             if workload.parser is not None:
                 try:
                     usercode.function(workload.parser, self.search)
@@ -507,6 +508,11 @@ class Catalog:
             return exp.expect
         src, prefix = self.sources[name]
         variants = self.variants(name)
+        if any(k.split(".")[0] == "workload" for _, a in variants for k in a):
+            # a variant's own command workload or class declares metrics the claims may name
+            base = self.raw(name)
+            for variant, assignment in variants:
+                self._variant(name, base, variant, assignment)
         labels = [label for label, _ in variants]
         keys = sorted({k for _, assignment in variants for k in assignment})
         short_keys = {k.split(".")[-1] for k in keys}
@@ -570,6 +576,25 @@ class Catalog:
             )
         return out
 
+    def _variant(self, name: str, base: dict, label: str, assignment: dict) -> ExperimentSpec:
+        """The experiment ``base`` (``raw(name)``) with a variant's assignment, checked."""
+        src, prefix = self.sources[name]
+        data = copy.deepcopy(base)
+        for key in ("matrix", "variants", "extends", "expect"):
+            data.pop(key, None)
+        for dotted, value in assignment.items():
+            try:
+                if not _names_a_field(ExperimentSpec, dotted.split(".")):
+                    raise KeyError(dotted)
+                _set_dotted(data, dotted, value)
+            except KeyError:
+                raise SpecError(
+                    f"{src.where(prefix + ('matrix',))}: matrix key {dotted!r} does not name a field"
+                ) from None
+        exp = _validate(ExperimentSpec, data, src, prefix)
+        self._check_references(exp, src, prefix, variant=label)
+        return exp
+
     def expand(
         self,
         name: str,
@@ -590,20 +615,7 @@ class Catalog:
         self.claims(name)  # checked like every other field, not part of a run
         runs = []
         for label, assignment in self.variants(name):
-            data = copy.deepcopy(base)
-            for key in ("matrix", "variants", "extends", "expect"):
-                data.pop(key, None)
-            for dotted, value in assignment.items():
-                try:
-                    if not _names_a_field(ExperimentSpec, dotted.split(".")):
-                        raise KeyError(dotted)
-                    _set_dotted(data, dotted, value)
-                except KeyError:
-                    raise SpecError(
-                        f"{src.where(prefix + ('matrix',))}: matrix key {dotted!r} does not name a field"
-                    ) from None
-            exp = _validate(ExperimentSpec, data, src, prefix)
-            self._check_references(exp, src, prefix, variant=label)
+            exp = self._variant(name, base, label, assignment)
             # by_alias: the YAML's names (kernel.mptbm.lambda, not lambda_)
             config = exp.model_dump(
                 mode="json", by_alias=True, exclude={"matrix", "variants", "extends", "expect"}
