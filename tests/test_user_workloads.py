@@ -445,3 +445,24 @@ def test_the_python_api_takes_a_workload_class_and_command(tmp_path, user_module
             "c", topology="two-path", paths=["wlan", "3g"],
             workload={"type": "command", "client": "true", "metrics": {"x": {"regex": "(1)", "unit": "m"}}},
         )  # fmt: skip
+
+
+def test_the_example_campaign_is_valid_and_its_parser_reads_iperf3_text():
+    example = Path(__file__).resolve().parent.parent / "examples" / "user-workloads"
+    cat = Catalog.load(example / "campaign.yaml")
+    runs = {name: cat.expand(name, quick=True) for name in cat.names(example / "campaign.yaml")}
+    assert runs["ping-class"][0].config["workload"]["count"] == 3  # its QUICK
+    assert runs["iperf3-command"][0].config["workload"]["module_path"] == str(
+        example / "ping_workload.py"
+    )
+    assert cat.claims("ping-class")[0].metric == "ping_rtt_min_ms"
+    parse, _ = (
+        import_ref("ping_workload:iperf3_text", str(example / "ping_workload.py")),
+        sys.modules.pop("ping_workload", None),
+    )
+    text = (
+        "[  5]   0.00-10.00  sec  11.8 MBytes  9.86 Mbits/sec   33             sender\n"
+        "[  5]   0.00-10.05  sec  8.55 MBytes  7.14 Mbits/sec                  receiver\n"
+    )
+    assert parse(text) == {"iperf_receiver_mbps": 7.14}
+    assert parse("iperf3: error - unable to connect") == {}
