@@ -456,10 +456,12 @@ def test_the_example_campaign_is_valid_and_its_parser_reads_iperf3_text():
         example / "ping_workload.py"
     )
     assert cat.claims("ping-class")[0].metric == "ping_rtt_min_ms"
-    parse, _ = (
-        import_ref("ping_workload:iperf3_text", str(example / "ping_workload.py")),
-        sys.modules.pop("ping_workload", None),
-    )
+    try:
+        parse = import_ref("ping_workload:iperf3_text", str(example / "ping_workload.py"))
+    finally:
+        sys.modules.pop("ping_workload", None)
+        if str(example) in sys.path:
+            sys.path.remove(str(example))
     text = (
         "[  5]   0.00-10.00  sec  11.8 MBytes  9.86 Mbits/sec   33             sender\n"
         "[  5]   0.00-10.05  sec  8.55 MBytes  7.14 Mbits/sec                  receiver\n"
