@@ -468,3 +468,54 @@ def test_the_example_campaign_is_valid_and_its_parser_reads_iperf3_text():
     )
     assert parse(text) == {"iperf_receiver_mbps": 7.14}
     assert parse("iperf3: error - unable to connect") == {}
+
+
+def test_the_report_declares_the_metrics_of_the_runs_user_workloads(tmp_path, user_module):
+    """A fresh process (``mptlab report``) learns the units and headlines
+    from the run dirs' spec.json, as the campaign file told the runner."""
+    import json
+
+    from mptlab.analysis.units import declare_user_workloads
+
+    work = {
+        "type": "command",
+        "client": "true",
+        "metrics": {"rep_cmd_ms": {"regex": "(1)", "unit": "ms", "better": "lower"}},
+    }
+    klass = {"type": f"{user_module}:Ping", "module_path": str(tmp_path / f"{user_module}.py")}
+    gone = {"type": "gone_mod:X", "module_path": str(tmp_path / "elsewhere" / "gone_mod.py")}
+    for variant, w in (("cmd", work), ("cls", klass), ("gone", gone)):
+        d = tmp_path / "camp" / "runs" / variant / "rep-000"
+        d.mkdir(parents=True)
+        (d / "spec.json").write_text(json.dumps({"config": {"workload": w}}))
+    with pytest.warns(RuntimeWarning, match="gone_mod:X: cannot import module 'gone_mod'"):
+        problems = declare_user_workloads(tmp_path)
+    assert len(problems) == 1
+    assert metrics.unit("rep_cmd_ms") == "ms" and metrics.headline("command") == ("rep_cmd_ms",)
+    assert metrics.unit(f"{user_module}_rtt_ms") == "ms"
+
+
+def test_a_pair_stopped_as_the_stall_watchdog_stops_a_workload_comes_back(tmp_path):
+    """The agent's ``stop_workload`` sends SIGTERM to the processes the
+    workload started with ``ctx.net.popen``: ``run_pair`` returns at once
+    (a failure in words), and no process of either group is left."""
+    import signal
+    import threading
+    import time
+
+    ctx = fake_ctx(tmp_path)
+
+    def watchdog():
+        time.sleep(0.5)
+        for _, proc in ctx.net.spawned:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+
+    threading.Thread(target=watchdog, daemon=True).start()
+    started = time.monotonic()
+    with pytest.raises(WorkloadError, match="exited with status -15"):
+        # the shell's child (sleep) is in the group: killed with it
+        run_pair(ctx, "sleep 30; echo never", "echo ready; sleep 30", ready="ready")
+    assert time.monotonic() - started < 5
+    assert all(p.poll() is not None for _, p in ctx.net.spawned)
+    assert "never" not in (tmp_path / "command-client.out").read_text()

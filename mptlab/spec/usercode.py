@@ -194,3 +194,32 @@ def function(ref: str, search: list[Path]) -> tuple[Any, Path]:
     if not callable(func) or isinstance(func, type):
         raise ValueError(f"{ref} is not a function (it is {type(func).__name__})")
     return func, file
+
+
+def declare_from_config(work: dict, where: str = "spec.json") -> str | None:
+    """Declare the metrics of a run's workload of the user's own from its
+    ``config.workload`` (a fresh process reading run dirs, e.g. the report:
+    the units and headline of ``command`` metrics and of a class's
+    ``METRICS``).  A class is imported from its ``module_path`` (not a
+    script's ``__main__``, which would run it again).  What went wrong, in
+    words, or None."""
+    from .workloads import Command
+
+    kind = str(work.get("type", ""))
+    try:
+        if kind == "command":
+            fields = {k: v for k, v in work.items() if k not in ("type", "module_path")}
+            command = Command.model_validate(fields)
+            metrics.declare(
+                command.declared(),
+                f"command workload of {where}",
+                "command",
+                command.headline or list(command.metrics),
+            )
+        elif is_ref(kind) and work.get("module_path") and not kind.startswith("__main__:"):
+            path = Path(str(work["module_path"]))
+            depth = kind.partition(":")[0].count(".") + (path.name == "__init__.py")
+            workload_model(kind, [path.parents[depth]])
+    except (ValueError, ImportError) as exc:
+        return f"{where}: {kind}: {exc}"
+    return None
