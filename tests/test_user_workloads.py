@@ -161,6 +161,7 @@ def test_redeclaring_from_the_same_home_replaces_its_metrics():
     )
     assert metrics.get("zz_one_ms") is None and metrics.unit("zz_two_s") == "s"
     assert metrics.headline("redecl:X") == ("zz_two_s",)
+    assert "zz_two_s" not in metrics.markdown()  # docs/analysis.md lists mptlab's own
     with pytest.raises(ValueError, match="HEADLINE names undeclared metrics"):
         metrics.declare((), "redecl:Y", "redecl:Y", ["nothing_here"])
 

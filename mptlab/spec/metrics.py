@@ -48,7 +48,7 @@ import importlib
 import pkgutil
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -107,6 +107,7 @@ class _Registry:
     home: dict[str, str]  # metric name -> the module that declares it
     headline: dict[str, tuple[str, ...]]  # workload type -> its headline metrics
     ordered: list[Metric]  # declaration order, for the docs' table
+    users: set[str] = field(default_factory=set)  # names declared by the user's code (declare())
 
 
 def _producers() -> list[str]:
@@ -178,6 +179,7 @@ def declare(
     # the home's earlier declarations go (re-declared just below)
     for name in [n for n, h in reg.home.items() if h == home and n not in mine]:
         del reg.home[name]
+        reg.users.discard(name)
         reg.exact.pop(name, None)
         reg.families[:] = [f for f in reg.families if f.name != name]
         reg.ordered[:] = [o for o in reg.ordered if o.name != name]
@@ -188,6 +190,7 @@ def declare(
             reg.ordered[:] = [o for o in reg.ordered if o.name != m.name]
             reg.families[:] = [f for f in reg.families if f.name != m.name]
         reg.home[m.name] = home
+        reg.users.add(m.name)
         reg.ordered.append(m)
         if m.is_family:
             reg.families.append(m)
@@ -259,13 +262,16 @@ def unknown(name: str) -> str | None:
 
 # ------------------------------------------------------------------ docs
 def markdown() -> str:
-    """docs/analysis.md's metric table (between its ``metrics`` markers)."""
+    """docs/analysis.md's metric table (between its ``metrics`` markers):
+    mptlab's own metrics, not those the user's code declared."""
     reg = _registry()
     lines = [
         "| metric | unit | better | table | declared in | what |",
         "|---|---|---|---|---|---|",
     ]
     for m in all_metrics():
+        if m.name in reg.users:
+            continue
         where = reg.home[m.name].removeprefix("mptlab.")
         desc = " ".join(m.description.split()).replace("|", "\\|")
         lines.append(
