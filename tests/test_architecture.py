@@ -215,7 +215,8 @@ def test_the_only_imports_by_name_are_the_plugin_seams():
 @pytest.mark.parametrize("guest_module", ["mptlab.guest.agent", "mptlab.workloads.helpers.httpd"])
 def test_the_guest_imports_no_pydantic_pandas_or_numpy(guest_module):
     # pydantic alone costs ~1 s of host CPU to import in a UML guest
-    workloads = ["bulk", "cbr", "blocks", "web", "dash", "live", "idle", "background"]
+    workloads = ["bulk", "cbr", "blocks", "web", "dash", "live", "idle", "background", "command"]
+    workloads += ["custom"]  # what a workload class of the user's own imports
     code = (
         f"import sys, {guest_module}\n"
         + "".join(f"import mptlab.workloads.{w}\n" for w in workloads)
