@@ -520,3 +520,14 @@ def test_a_pair_stopped_as_the_stall_watchdog_stops_a_workload_comes_back(tmp_pa
     assert time.monotonic() - started < 5
     assert all(p.poll() is not None for _, p in ctx.net.spawned)
     assert "never" not in (tmp_path / "command-client.out").read_text()
+
+
+def test_a_field_named_like_a_method_is_refused():
+    from mptlab.spec import usercode
+    from mptlab.workloads.custom import Workload
+
+    class Clash(Workload):
+        client: str = "ping"  # would hide Workload.client() in the guest
+
+    with pytest.raises(ValueError, match="field 'client' is also a method of the class"):
+        usercode.workload_model(usercode.ref_of(Clash), [], Clash)

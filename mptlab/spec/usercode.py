@@ -129,7 +129,13 @@ def _fields(cls: type) -> dict[str, tuple[Any, Any]]:
             raise ValueError(
                 f"{cls.__qualname__}: field {name!r} is reserved ({', '.join(RESERVED)})"
             )
-        out[name] = (hint, getattr(cls, name, ...))
+        default = getattr(cls, name, ...)
+        inherited = [vars(base).get(name) for base in cls.__mro__[1:]]
+        if callable(default) or any(callable(a) or isinstance(a, property) for a in inherited):
+            raise ValueError(
+                f"{cls.__qualname__}: field {name!r} is also a method of the class: rename the field"
+            )
+        out[name] = (hint, default)
     return out
 
 
