@@ -683,7 +683,6 @@ def run_script(
     clock: Clock = "real",
     cancel: threading.Event | None = None,
     rng_seed: int | None = None,
-    host_ro: list[Path] | None = None,
 ) -> BootResult:
     """Write ``script`` (a /bin/sh script) into the run dir and boot a guest running it."""
     run_dir = Path(run_dir).resolve()
