@@ -552,3 +552,23 @@ def test_a_field_named_like_a_method_is_refused():
 
     with pytest.raises(ValueError, match="field 'client' is also a method of the class"):
         usercode.workload_model(usercode.ref_of(Clash), [], Clash)
+
+
+def test_a_bug_in_the_users_workload_is_named_as_theirs_not_mptlabs(tmp_path):
+    from mptlab.guest.agent import error_text
+
+    (tmp_path / "buggy_wl.py").write_text(
+        "class W:\n    def run(self, ctx):\n        return {}['missing']\n"
+    )
+    cls = import_ref("buggy_wl:W", str(tmp_path / "buggy_wl.py"))
+    try:
+        cls().run(None)
+    except KeyError as exc:
+        text = error_text(exc)
+    finally:
+        sys.modules.pop("buggy_wl", None)
+        sys.path.remove(str(tmp_path))
+    assert (
+        text
+        == "KeyError: 'missing' (in buggy_wl.py:3 run: a bug outside mptlab: the workload's own code?)"
+    )
