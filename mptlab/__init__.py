@@ -37,6 +37,9 @@ _API = {
     "Dash": "mptlab.spec.workloads",
     "Live": "mptlab.spec.workloads",
     "Idle": "mptlab.spec.workloads",
+    "Command": "mptlab.spec.workloads",
+    "Workload": "mptlab.workloads.custom",
+    "Metric": "mptlab.spec.metrics",
     "Background": "mptlab.spec.workloads",
     "SpecError": "mptlab.spec.yamlsrc",
     "KernelNotBuilt": "mptlab.campaign.kernel",
@@ -46,14 +49,17 @@ __all__ = [
     "Blocks",
     "Bulk",
     "Cbr",
+    "Command",
     "Dash",
     "Experiment",
     "Idle",
     "KernelNotBuilt",
     "Live",
+    "Metric",
     "Results",
     "SpecError",
     "Web",
+    "Workload",
     "experiments_of",
     "reproduce_all",
     "run",
@@ -62,8 +68,10 @@ __all__ = [
 if TYPE_CHECKING:
     from .api import Experiment, Results, experiments_of, reproduce_all, run
     from .campaign.kernel import KernelNotBuilt
-    from .spec.workloads import Background, Blocks, Bulk, Cbr, Dash, Idle, Live, Web
+    from .spec.metrics import Metric
+    from .spec.workloads import Background, Blocks, Bulk, Cbr, Command, Dash, Idle, Live, Web
     from .spec.yamlsrc import SpecError
+    from .workloads.custom import Workload
 
 
 def __getattr__(name: str) -> Any:

@@ -28,7 +28,7 @@ from .campaign.kernel import KernelBuild, KernelNotBuilt, find_kernel
 from .campaign.progress import Progress, summary
 from .campaign.runner import Campaign, CampaignReport
 from .rundir import CLOCKS, Clock, RunSpec
-from .spec import mininet
+from .spec import mininet, usercode
 from .spec.catalog import Catalog, file_kind, merge_experiment
 from .spec.models import ExperimentSpec, Profile, TopologySpec
 from .spec.workloads import Background, Workload
@@ -114,7 +114,7 @@ class Experiment:
                 elif value is not None:
                     data.setdefault("kernel", {})["scheduler"] = value
             elif key == "workload":
-                data["workload"] = value.to_config() if isinstance(value, Workload) else value
+                data["workload"] = self._workload(value)
             elif key == "background":
                 data["background"] = [
                     b.model_dump(mode="json", exclude_defaults=True)
@@ -124,6 +124,25 @@ class Experiment:
                 ]
             else:
                 data[key] = value
+
+    def _workload(self, value: Any) -> dict:
+        """The YAML's mapping of a workload: a built-in's (``mptlab.Bulk(...)``,
+        ``mptlab.Command(...)``), a workload class of your own (the class, or
+        an instance with its fields: ``Ping`` or ``Ping(count=3)``), or a mapping."""
+        if isinstance(value, Workload):
+            return value.to_config()
+        cls = value if isinstance(value, type) else type(value)
+        if callable(getattr(cls, "run", None)) and not isinstance(value, dict):
+            ref = usercode.ref_of(cls)
+            self.catalog.classes[ref] = cls
+            fields = value.fields() if not isinstance(value, type) else {}
+            return {"type": ref, **fields}
+        if isinstance(value, dict):
+            return value
+        raise SpecError(
+            "workload: mptlab.Bulk(...) etc., mptlab.Command(...), a workload class of "
+            f"your own (or an instance of it) or the YAML's mapping, not {value!r}"
+        )
 
     def _topology(self, value: Any) -> Any:
         if isinstance(value, str | dict):

@@ -45,7 +45,8 @@ ONLY = {  # a part: the modules (and packages) of mptlab it may import, besides 
     ),
     "mptlab.analysis": ("mptlab.rundir", "mptlab.spec"),
 }
-# the imports by name: the agent's workloads (plugins), a YAML file's Mininet Topo, the
+# the imports by name: the agent's workloads (plugins; the user's own workload classes and
+# parsers: spec.usercode), a YAML file's Mininet Topo, the
 # package's face (the API's names, imported on first use; it is the top layer), and the
 # metric registry, which collects the metrics each workload and analysis reader declares
 # next to the code that produces them (they are layers above the language: by name, on
@@ -53,6 +54,7 @@ ONLY = {  # a part: the modules (and packages) of mptlab it may import, besides 
 DYNAMIC = {
     "mptlab/guest/workload.py",
     "mptlab/spec/mininet.py",
+    "mptlab/spec/usercode.py",
     "mptlab/__init__.py",
     "mptlab/spec/metrics.py",
 }
@@ -213,7 +215,8 @@ def test_the_only_imports_by_name_are_the_plugin_seams():
 @pytest.mark.parametrize("guest_module", ["mptlab.guest.agent", "mptlab.workloads.helpers.httpd"])
 def test_the_guest_imports_no_pydantic_pandas_or_numpy(guest_module):
     # pydantic alone costs ~1 s of host CPU to import in a UML guest
-    workloads = ["bulk", "cbr", "blocks", "web", "dash", "live", "idle", "background"]
+    workloads = ["bulk", "cbr", "blocks", "web", "dash", "live", "idle", "background", "command"]
+    workloads += ["custom"]  # what a workload class of the user's own imports
     code = (
         f"import sys, {guest_module}\n"
         + "".join(f"import mptlab.workloads.{w}\n" for w in workloads)

@@ -47,7 +47,7 @@ from .sections.reproduction import (
     verdict_pills,
 )
 from .sections.sbd import SBD_METRICS
-from .units import headline_metrics
+from .units import declare_user_workloads, headline_metrics
 
 CSS = """
 body{font-family:-apple-system,'Segoe UI',Helvetica,Arial,sans-serif;margin:24px auto;max-width:1180px;
@@ -251,6 +251,7 @@ def context(
     claims_file: Path | None = None,
 ) -> Context:
     """What the sections read, derived once from the ingested tables of ``root``."""
+    declare_user_workloads(root)  # their metrics' units and headlines
     runs, all_runs, raw_runs = _current_runs(root, by)
     campaigns = _campaigns(root)
     order = _variant_order(runs, campaigns, by)

@@ -15,10 +15,13 @@ never has to ask "KiB or kB?".
 
 from __future__ import annotations
 
+import json
 import math
+import warnings
 from numbers import Real
+from pathlib import Path
 
-from ..spec import metrics
+from ..spec import metrics, usercode
 
 DASH = "\u2013"  # en dash: no value (None, NaN, not a number)
 GROUP = "\u202f"  # narrow no-break space: digit groups (SI style, never broken over lines)
@@ -28,6 +31,37 @@ def headline_metrics(workload: str) -> tuple[str, ...]:
     """The workload's headline metrics, the first one leading (the report's
     headline figure): ``metrics.headline``."""
     return metrics.headline(str(workload))
+
+
+def declare_user_workloads(root: Path) -> list[str]:
+    """Declare the metrics of the workloads of the user's own that the runs
+    below ``root`` ran (``command``, ``module:Class``: their units and
+    headlines, which a campaign file declares when it is read, not the run
+    dirs), from one ``spec.json`` per variant; what could not be declared
+    (a module moved away since), also as a warning."""
+    seen: set[str] = set()
+    problems = []
+    root = Path(root)
+    # a campaign dir, or a results root holding campaign dirs
+    variants = [v for runs in (root / "runs", *root.glob("*/runs")) for v in runs.glob("*/")]
+    for variant in sorted(variants):
+        spec = next(iter(sorted(variant.glob("*/spec.json"))), None)
+        if spec is None:
+            continue
+        try:
+            work = json.loads(spec.read_text())["config"]["workload"]
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        key = json.dumps(work, sort_keys=True)
+        if key in seen or not isinstance(work, dict):
+            continue
+        seen.add(key)
+        if work.get("type") == "command" or ":" in str(work.get("type", "")):
+            problem = usercode.declare_from_config(work, str(spec))
+            if problem:
+                problems.append(problem)
+                warnings.warn(problem, RuntimeWarning, stacklevel=2)
+    return problems
 
 
 def unit_of(metric: str) -> str:

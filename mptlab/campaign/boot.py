@@ -372,10 +372,13 @@ def command_line(
     env: dict[str, str] | None = None,
     clock: Clock = "real",
     rng_seed: int | None = None,
+    host_ro: list[Path] | None = None,
 ) -> list[str]:
     """The UML command line for one guest (exposed for docs and debugging).
     ``rng_seed`` (virtual clock only): the guest kernel's randomness comes
-    from it alone (kernel patch 0006), so that a run repeats exactly."""
+    from it alone (kernel patch 0006), so that a run repeats exactly.
+    ``host_ro``: more host dirs the guest reads (a workload module of the
+    user's own): under /tmp they are mounted back (``hidden_host_dirs``)."""
     args = [
         str(kernel.linux),
         f"mem={mem_mb}M",
@@ -396,7 +399,7 @@ def command_line(
         f"MPTLAB_ENTRY={guest_path(run_dir, entry)}",
         f"MPTLAB_CLOCK={clock}",
     ]
-    hidden = hidden_host_dirs([kernel.dir, kernel.modules_dir])
+    hidden = hidden_host_dirs([kernel.dir, kernel.modules_dir, *(host_ro or [])])
     if hidden:
         args.append(f"MPTLAB_HOST_RO={':'.join(hidden)}")
     for key, value in (env or {}).items():
@@ -503,11 +506,13 @@ def boot(
     clock: Clock = "real",
     cancel: threading.Event | None = None,
     rng_seed: int | None = None,
+    host_ro: list[Path] | None = None,
 ) -> BootResult:
     """Boot a guest that runs ``entry`` with ``run_dir`` writable; wait at most
     ``timeout`` s (real clock), or let it run ``timeout`` s of guest time
     (virtual clock: within ``wall_limit(timeout)`` s of wall time).  ``cancel``
-    set: the guest is killed within ``CPU_SAMPLE_S`` and ``Interrupted`` raised."""
+    set: the guest is killed within ``CPU_SAMPLE_S`` and ``Interrupted`` raised.
+    ``host_ro``: host dirs the guest must see (``command_line``)."""
     run_dir = Path(run_dir).resolve()
     entry = str(entry)
     clock = check_clock(clock)
@@ -562,6 +567,7 @@ def boot(
         env={**guest_env, ATTEMPT_ENV: attempt},
         clock=clock,
         rng_seed=rng_seed,
+        host_ro=host_ro,
     )
     console = run_dir / CONSOLE_LOG
     started = time.monotonic()

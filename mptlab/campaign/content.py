@@ -42,6 +42,8 @@ def _prepare(cache: Path, key: str, workload_json: str) -> Path | None:
     """Once per key and process: content generators are cached on disk
     (``build_once``) but still cost a hash and a stat per file to find."""
     work = json.loads(workload_json)
+    if ":" in work["type"]:  # a workload class of the user's own: it prepares nothing
+        return None
     module = workloads.load(work["type"])
     if not hasattr(module, "prepare"):
         return None

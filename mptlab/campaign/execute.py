@@ -13,6 +13,7 @@ import sys
 import threading
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 from .. import rundir
 from ..guest.modules import ENV as MODULES_ENV
@@ -106,6 +107,7 @@ def _execute(
         clock=clock,
         cancel=cancel,
         rng_seed=derive_seed(run.seed, "guest kernel randomness"),
+        host_ro=user_code_dirs(run),
     )
     try:
         result = run_dir.result()
@@ -159,6 +161,20 @@ def _execute(
         }
     )
     return outcome
+
+
+def user_code_dirs(run: RunSpec) -> list[Path]:
+    """The dir of the user's module a run imports (a workload class of their
+    own, a ``command`` parser: ``config.workload.module_path``): the guest
+    sees the host's / read-only, but its /tmp is a tmpfs of its own, so a
+    module under /tmp is mounted back (``boot.hidden_host_dirs``)."""
+    work = run.config.get("workload", {})
+    path = work.get("module_path")
+    if not path:
+        return []
+    ref = work["type"] if ":" in work["type"] else str(work.get("parser") or "")
+    depth = ref.partition(":")[0].count(".") + (Path(path).name == "__init__.py")
+    return [Path(path).parents[depth]]  # the dir its top package lies in: its siblings too
 
 
 def guest_seconds(result: dict | None) -> float | None:

@@ -529,7 +529,10 @@ def error_text(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, LookupError | TypeError | AttributeError) and exc.__traceback__:
         frame = traceback.extract_tb(exc.__traceback__)[-1]
-        text += f" (in {Path(frame.filename).name}:{frame.lineno} {frame.name}: an mptlab bug)"
+        mine = Path(__file__).resolve().parent.parent in Path(frame.filename).resolve().parents
+        # else a workload of the user's own (mptlab.spec.usercode), or its test
+        whose = "an mptlab bug" if mine else "a bug outside mptlab: the workload's own code?"
+        text += f" (in {Path(frame.filename).name}:{frame.lineno} {frame.name}: {whose})"
     return text
 
 
@@ -625,7 +628,7 @@ def _run(run_dir: RunDir, state: dict) -> int:
         if run.config.background:
             background = load_workload("background")
             background.start(ctx)
-        workload = load_workload(ctx.workload.type)
+        workload = load_workload(ctx.workload.type, ctx.workload.fields().get("module_path"))
         ctx.nstat = nstat.Recorder({h: ctx.net.ns(h) for h in (ctx.client, ctx.server)})
         ctx.watchdog = watchdog = start_watchdog(ctx)
         ctx.nstat.take("start")

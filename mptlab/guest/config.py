@@ -21,6 +21,7 @@ read-only attributes (``Workload``), the names the workload modules use.
 
 from __future__ import annotations
 
+import re
 import types
 import typing
 from collections.abc import Mapping
@@ -196,10 +197,17 @@ class Topology:
     roles: Roles
 
 
+# a built-in's name, or module:Class of the user's own (mptlab.spec.usercode)
+WORKLOAD_TYPE = re.compile(
+    r"^[A-Za-z_][A-Za-z0-9_]*(?:(?:\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_]\w*)?$"
+)
+
+
 class Workload:
     """A workload's fields as read-only attributes (``ctx.workload.bytes``),
     in base units; lists become tuples and mappings ``Workload``s, so
-    nothing in it can change.  ``type`` names the workload module."""
+    nothing in it can change.  ``type`` names the workload module (or
+    ``module:Class`` of the user's own, whose file is ``module_path``)."""
 
     __slots__ = ("_fields", "_where")
 
@@ -212,9 +220,18 @@ class Workload:
         if not isinstance(data, dict):
             raise ConfigError(f"{where}: expected a mapping, got {_shown(data)}")
         if where == "config.workload" and not (
-            isinstance(data.get("type"), str) and data["type"].isidentifier()
+            isinstance(data.get("type"), str) and WORKLOAD_TYPE.match(data["type"])
         ):
-            raise ConfigError(f"{where}.type: expected a workload name, got {data.get('type')!r}")
+            raise ConfigError(
+                f"{where}.type: expected a workload name or module:Class, got {data.get('type')!r}"
+            )
+        if where == "config.workload" and ":" in data["type"]:
+            path = data.get("module_path")
+            if not isinstance(path, str) or not path.startswith("/"):
+                raise ConfigError(
+                    f"{where}.module_path: a workload of the user's own ({data['type']}) "
+                    f"needs its module's absolute path, got {path!r}"
+                )
         return cls({k: _frozen(v, f"{where}.{k}") for k, v in data.items()}, where)
 
     def __getattr__(self, name: str) -> Any:

@@ -25,13 +25,13 @@ from pydantic import BaseModel, ValidationError
 
 from .. import home
 from ..rundir import RunSpec, content_key
-from . import mininet
+from . import metrics, mininet, usercode
 from .expect import Claim, alternatives, pairs, resolve, short, unknown_columns
 from .models import ExperimentSpec, Profile, TopologySpec, adapter
 from .plan import path_slot, plan, plan_events
 from .seeds import derive_seed
 from .shapes import Shape, shape_with
-from .workloads import Background, workload_model
+from .workloads import Background, Command, Workload, workload_model
 from .yamlsrc import Source, SpecError, load
 
 # A variant's name becomes a run dir's name, which the guest gets on its
@@ -226,6 +226,8 @@ class Catalog:
     experiments: dict[str, dict] = field(default_factory=dict)  # raw, before extends
     sources: dict[str, tuple[Source, tuple]] = field(default_factory=dict)
     search: list[Path] = field(default_factory=list)  # where Mininet topology modules are found
+    # workload classes given from Python (mptlab.Experiment(workload=MyClass)), by reference
+    classes: dict[str, type] = field(default_factory=dict)
 
     # ------------------------------------------------------------ load
     @classmethod
@@ -326,8 +328,8 @@ class Catalog:
                 "allowed: experiments, defaults, profiles"
             )
         self.add_profiles(data.get("profiles") or {}, src)  # a campaign file's own link profiles
-        if path.parent not in self.search:
-            self.search.insert(0, path.parent)
+        if path.parent.resolve() not in self.search:
+            self.search.insert(0, path.parent.resolve())
         defaults = data.get("defaults") or {}
         for name, exp in data["experiments"].items():
             if not isinstance(exp, dict):
@@ -471,14 +473,60 @@ class Catalog:
         paths = topo.paths or sum(topo.roles.client in (ln.a, ln.b) for ln in topo.links)
         if exp.kernel.tcp_path > paths:
             fail(("kernel", "tcp_path"), f"must be between 1 and {paths}")
+        self.workload(exp, src, prefix, variant)
+        for i, flow in enumerate(exp.background):
+            _validate(Background, flow, src, prefix + ("background", i))
+
+    def workload(
+        self, exp: ExperimentSpec, src: Source, prefix: tuple, variant: str = ""
+    ) -> Workload:
+        """The experiment's workload, validated against its type's model: a
+        built-in's (``mptlab.spec.workloads``) or a class of the user's own
+        (``module:Class``, ``mptlab.spec.usercode``); a ``command`` workload's
+        parser resolved and its metrics declared (``mptlab.spec.metrics``)."""
+        kind = exp.workload.type
+        suffix = f" (in variant {variant})" if variant else ""
+
+        def fail(loc: tuple, msg: str):
+            where = src.where(prefix + loc)
+            field_name = ".".join(str(p) for p in prefix + loc)
+            raise SpecError(f"{where}: {field_name}: {msg}{suffix}")
+
         try:
-            model = workload_model(exp.workload.type)
+            if usercode.is_ref(kind):
+                model = usercode.workload_model(kind, self.search, self.classes.get(kind))
+            else:
+                model = workload_model(kind)
         except ValueError as exc:
             fail(("workload", "type"), str(exc))
         params = {k: v for k, v in exp.workload.model_dump().items() if k != "type"}
-        _validate(model, params, src, prefix + ("workload",))
-        for i, flow in enumerate(exp.background):
-            _validate(Background, flow, src, prefix + ("background", i))
+        for key in params:
+            if key not in model.model_fields:
+                allowed = ", ".join(model.model_fields) or "none"
+                fail(("workload", key), f"unknown field of workload {kind!r}; allowed: {allowed}")
+        workload = _validate(model, params, src, prefix + ("workload",))
+        if isinstance(workload, Command):
+            home = f"command workload of {'.'.join(map(str, prefix[1:])) or 'an experiment'}"
+            home += f" (variant {variant})" if variant else ""
+            if workload.parser is not None:
+                try:
+                    usercode.function(workload.parser, self.search)
+                except ValueError as exc:
+                    fail(("workload", "parser"), str(exc))
+            try:
+                names = workload.headline or list(workload.metrics)
+                metrics.declare(workload.declared(), home, "command", names)
+            except ValueError as exc:
+                fail(("workload", "metrics"), str(exc))
+        return workload
+
+    def workload_config(self, workload: Workload) -> dict:
+        """The run's ``config.workload``: the fields in base units, and the file
+        of the user's module it needs (``module_path``), if any."""
+        config = workload.to_config()
+        if isinstance(workload, Command) and workload.parser is not None:
+            config["module_path"] = str(usercode.function(workload.parser, self.search)[1])
+        return config
 
     def claims(self, name: str) -> list[Claim]:
         """The experiment's ``expect`` list, checked against its variants: every
@@ -495,6 +543,11 @@ class Catalog:
             return exp.expect
         src, prefix = self.sources[name]
         variants = self.variants(name)
+        if any(k.split(".")[0] == "workload" for _, a in variants for k in a):
+            # a variant's own command workload or class declares metrics the claims may name
+            base = self.raw(name)
+            for variant, assignment in variants:
+                self._variant(name, base, variant, assignment)
         labels = [label for label, _ in variants]
         keys = sorted({k for _, assignment in variants for k in assignment})
         short_keys = {k.split(".")[-1] for k in keys}
@@ -558,6 +611,25 @@ class Catalog:
             )
         return out
 
+    def _variant(self, name: str, base: dict, label: str, assignment: dict) -> ExperimentSpec:
+        """The experiment ``base`` (``raw(name)``) with a variant's assignment, checked."""
+        src, prefix = self.sources[name]
+        data = copy.deepcopy(base)
+        for key in ("matrix", "variants", "extends", "expect"):
+            data.pop(key, None)
+        for dotted, value in assignment.items():
+            try:
+                if not _names_a_field(ExperimentSpec, dotted.split(".")):
+                    raise KeyError(dotted)
+                _set_dotted(data, dotted, value)
+            except KeyError:
+                raise SpecError(
+                    f"{src.where(prefix + ('matrix',))}: matrix key {dotted!r} does not name a field"
+                ) from None
+        exp = _validate(ExperimentSpec, data, src, prefix)
+        self._check_references(exp, src, prefix, variant=label)
+        return exp
+
     def expand(
         self,
         name: str,
@@ -578,31 +650,17 @@ class Catalog:
         self.claims(name)  # checked like every other field, not part of a run
         runs = []
         for label, assignment in self.variants(name):
-            data = copy.deepcopy(base)
-            for key in ("matrix", "variants", "extends", "expect"):
-                data.pop(key, None)
-            for dotted, value in assignment.items():
-                try:
-                    if not _names_a_field(ExperimentSpec, dotted.split(".")):
-                        raise KeyError(dotted)
-                    _set_dotted(data, dotted, value)
-                except KeyError:
-                    raise SpecError(
-                        f"{src.where(prefix + ('matrix',))}: matrix key {dotted!r} does not name a field"
-                    ) from None
-            exp = _validate(ExperimentSpec, data, src, prefix)
-            self._check_references(exp, src, prefix, variant=label)
+            exp = self._variant(name, base, label, assignment)
             # by_alias: the YAML's names (kernel.mptbm.lambda, not lambda_)
             config = exp.model_dump(
                 mode="json", by_alias=True, exclude={"matrix", "variants", "extends", "expect"}
             )
             # the workload's and the background's fields, normalised (units -> numbers)
-            params = {k: v for k, v in config["workload"].items() if k != "type"}
-            workload = workload_model(exp.workload.type).model_validate(params)
+            workload = self.workload(exp, src, prefix, label)
             if quick:
                 workload = workload.quick()
                 config.update(warmup=0.0, timeout=min(exp.timeout, 180_000.0))
-            config["workload"] = workload.to_config()
+            config["workload"] = self.workload_config(workload)
             config["background"] = [
                 Background.model_validate(b).resolved().model_dump(mode="json")
                 for b in exp.background

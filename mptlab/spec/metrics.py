@@ -48,7 +48,7 @@ import importlib
 import pkgutil
 import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 
@@ -107,6 +107,7 @@ class _Registry:
     home: dict[str, str]  # metric name -> the module that declares it
     headline: dict[str, tuple[str, ...]]  # workload type -> its headline metrics
     ordered: list[Metric]  # declaration order, for the docs' table
+    users: set[str] = field(default_factory=set)  # names declared by the user's code (declare())
 
 
 def _producers() -> list[str]:
@@ -145,6 +146,61 @@ def _registry() -> _Registry:
         if unknown:
             raise RuntimeError(f"{workload}: HEADLINE names undeclared metrics {unknown}")
     return reg
+
+
+def declare(
+    declared: tuple[Metric, ...] | list[Metric],
+    home: str,
+    workload: str | None = None,
+    headline: tuple[str, ...] | list[str] = (),
+) -> None:
+    """Metrics of code outside mptlab: a workload of the user's own
+    (``mptlab.spec.usercode``), so that the registry, the report's units and
+    ``expect:`` claims know them as they know mptlab's.  ``home`` names the
+    declaring code (``mymod:Ping``, ``command workload of exp``); declaring
+    again from the same home replaces its metrics (a campaign file read
+    twice).  A name mptlab (or another home) already declares with another
+    unit or direction is an error: one name, one meaning.  ``workload``: the
+    workload type whose ``headline`` these names are (declared here)."""
+    reg = _registry()
+    for m in declared:
+        if not isinstance(m, Metric):
+            raise ValueError(f"{home}: METRICS holds {m!r}, not a Metric(name, unit, better, ...)")
+    for m in declared:
+        theirs = _lookup(reg, m.name)
+        if theirs is None or reg.home[theirs.name] == home:
+            continue
+        if (theirs.unit, theirs.better, theirs.table) != (m.unit, m.better, m.table):
+            raise ValueError(
+                f"{home}: metric {m.name!r} is already declared by {reg.home[theirs.name]} "
+                f"(unit {theirs.unit!r}, better {theirs.better}): give yours another name"
+            )
+    mine = {m.name for m in declared}
+    # the home's earlier declarations go (re-declared just below)
+    for name in [n for n, h in reg.home.items() if h == home and n not in mine]:
+        del reg.home[name]
+        reg.users.discard(name)
+        reg.exact.pop(name, None)
+        reg.families[:] = [f for f in reg.families if f.name != name]
+        reg.ordered[:] = [o for o in reg.ordered if o.name != name]
+    for m in declared:
+        if m.name in reg.home and reg.home[m.name] != home:
+            continue  # the same metric as mptlab's (same unit and direction): theirs stays
+        if m.name in reg.home:
+            reg.ordered[:] = [o for o in reg.ordered if o.name != m.name]
+            reg.families[:] = [f for f in reg.families if f.name != m.name]
+        reg.home[m.name] = home
+        reg.users.add(m.name)
+        reg.ordered.append(m)
+        if m.is_family:
+            reg.families.append(m)
+        else:
+            reg.exact[m.name] = m
+    if workload is not None:
+        unknown = [n for n in headline if _lookup(reg, n) is None]
+        if unknown:
+            raise ValueError(f"{home}: HEADLINE names undeclared metrics {unknown}")
+        reg.headline[workload] = tuple(headline)
 
 
 def _lookup(reg: _Registry, name: str) -> Metric | None:
@@ -206,13 +262,16 @@ def unknown(name: str) -> str | None:
 
 # ------------------------------------------------------------------ docs
 def markdown() -> str:
-    """docs/analysis.md's metric table (between its ``metrics`` markers)."""
+    """docs/analysis.md's metric table (between its ``metrics`` markers):
+    mptlab's own metrics, not those the user's code declared."""
     reg = _registry()
     lines = [
         "| metric | unit | better | table | declared in | what |",
         "|---|---|---|---|---|---|",
     ]
     for m in all_metrics():
+        if m.name in reg.users:
+            continue
         where = reg.home[m.name].removeprefix("mptlab.")
         desc = " ".join(m.description.split()).replace("|", "\\|")
         lines.append(
@@ -262,6 +321,7 @@ __all__ = [
     "all_metrics",
     "better",
     "close_matches",
+    "declare",
     "get",
     "headline",
     "home",

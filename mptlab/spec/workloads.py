@@ -13,11 +13,13 @@ docs/workloads.md documents every field and where its default comes from.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from .metrics import UNITS, Metric
 from .units import Duration, Rate, Size
 
 
@@ -225,15 +227,148 @@ class Idle(Workload):
         return self.model_copy(update={"duration": min(self.duration, 10_000.0)})
 
 
+# --------------------------------------------------------------- command
+METRIC_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+MATCHES = ("last", "first", "mean", "sum", "min", "max", "count")
+
+
+class CommandMetric(BaseModel):
+    """One metric of a ``command`` workload: a regex over a command's output
+    (its first group, as a float), or (no regex) the unit and direction of
+    a value the ``parser`` returns."""
+
+    model_config = ConfigDict(extra="forbid")
+    regex: str | None = Field(None, description="Python regex; its first group is the value")
+    output: Literal["client", "server"] = Field("client", description="whose output to search")
+    match: Literal["last", "first", "mean", "sum", "min", "max", "count"] = Field(
+        "last", description="which match(es): the last, the first, their mean, ..., how many"
+    )
+    scale: float = Field(1.0, description="multiply the value (e.g. 0.001: Kbit/s -> Mbit/s)")
+    unit: str = Field("", description=f"one of {', '.join(repr(u) for u in UNITS)}")
+    better: Literal["higher", "lower"] | None = None
+    description: str = ""
+    required: bool = Field(True, description="a regex that matches nothing fails the run")
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a regex: {exc}") from None
+        return v
+
+    @field_validator("unit")
+    @classmethod
+    def _unit(cls, v: str) -> str:
+        if v not in UNITS:
+            raise ValueError(f"unit {v!r}; allowed: {', '.join(repr(u) for u in UNITS)}")
+        return v
+
+    @model_validator(mode="after")
+    def _group(self):
+        if self.regex is not None and self.match != "count" and re.compile(self.regex).groups < 1:
+            raise ValueError(
+                "the regex has no group: put the number in parentheses, e.g. 'avg = ([0-9.]+)'"
+            )
+        return self
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, v):
+        return {"regex": v} if isinstance(v, str) else v
+
+
+class Command(Workload):
+    """A command pair of your own: ``server`` in the server's namespace, then
+    ``client`` in the client's, each a shell command line (``sh -c``) with
+    ``$SERVER_ADDR``, ``$CLIENT_ADDR``, ``$PORT`` and ``$TRACE_DIR`` set;
+    metrics from their output by regex or by a ``parser`` function."""
+
+    type: ClassVar[str] = "command"
+    client: str = Field(min_length=1, description="the client's command line (sh -c)")
+    server: str | None = Field(None, description="the server's command line (sh -c), if any")
+    port: int | None = Field(
+        None, ge=1, le=65535, description="the server listens here: the client starts once it does"
+    )
+    ready: str | None = Field(
+        None, description="regex: the client starts once the server's output matches it"
+    )
+    ready_timeout: Duration = Field(10_000.0, gt=0, description="how long to wait for readiness")
+    timeout: Duration | None = Field(
+        None, gt=0, description="the client's limit (default: the run's timeout); then it fails"
+    )
+    mptcp: bool = Field(
+        True, description="run both through mptcpize when the experiment uses MPTCP"
+    )
+    metrics: dict[str, CommandMetric] = Field(
+        default_factory=dict, description="name -> regex or {regex, unit, better, ...}"
+    )
+    parser: str | None = Field(
+        None, description="module:function taking the client's output (and the server's) -> dict"
+    )
+    headline: list[str] | None = Field(None, description="the report's key metrics (default: all)")
+
+    @field_validator("metrics")
+    @classmethod
+    def _names(cls, v: dict) -> dict:
+        for name in v:
+            if not METRIC_NAME.match(name):
+                raise ValueError(
+                    f"metric name {name!r}: lower-case letters, digits and _, a letter first"
+                )
+        return v
+
+    @field_validator("ready")
+    @classmethod
+    def _ready(cls, v: str | None) -> str | None:
+        if v is not None:
+            try:
+                re.compile(v)
+            except re.error as exc:
+                raise ValueError(f"not a regex: {exc}") from None
+        return v
+
+    @model_validator(mode="after")
+    def _consistent(self):
+        if not self.metrics and self.parser is None:
+            raise ValueError("no metrics: give metrics (name: regex) or a parser (module:function)")
+        if self.server is None and (self.port is not None or self.ready is not None):
+            raise ValueError("port and ready are about the server: give server too")
+        if self.port is not None and self.ready is not None:
+            raise ValueError("give port or ready, not both")
+        unparsed = [n for n, m in self.metrics.items() if m.regex is None]
+        if unparsed and self.parser is None:
+            raise ValueError(f"metrics {unparsed} have no regex and there is no parser")
+        unknown = [n for n in self.headline or [] if n not in self.metrics]
+        if unknown:
+            raise ValueError(f"headline names metrics not in metrics: {unknown}")
+        return self
+
+    def declared(self) -> tuple[Metric, ...]:
+        """Its metrics as the registry's records."""
+        return tuple(
+            Metric(
+                name, m.unit, m.better, m.description or f"command workload: {m.regex or 'parser'}"
+            )
+            for name, m in self.metrics.items()
+        )
+
+
 WORKLOADS: dict[str, type[Workload]] = {
-    cls.type: cls for cls in (Bulk, Cbr, Blocks, Web, Dash, Live, Idle)
+    cls.type: cls for cls in (Bulk, Cbr, Blocks, Web, Dash, Live, Idle, Command)
 }
 
 
 def workload_model(kind: str) -> type[Workload]:
-    """The model of workload type ``kind`` (ValueError naming the allowed types)."""
+    """The model of workload type ``kind`` (ValueError naming the allowed types;
+    a workload class of the user's own, ``module:Class``: ``mptlab.spec.usercode``)."""
     if kind not in WORKLOADS:
-        raise ValueError(f"unknown workload type {kind!r}; allowed: {', '.join(sorted(WORKLOADS))}")
+        raise ValueError(
+            f"unknown workload type {kind!r}; allowed: {', '.join(sorted(WORKLOADS))}, or "
+            "module:Class for a workload class of your own"
+        )
     return WORKLOADS[kind]
 
 
