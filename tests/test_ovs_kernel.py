@@ -35,8 +35,17 @@ PATHS = [
 # the wrong place would move goodput by tens of % and RTTs by 10+ ms.  (Under
 # the real clock the runs spread more than the switches differ: goodput sd
 # 1.3 %/5.9 %, sRTT per path sd up to 21 %: not a clock to test this on.)
+#
+# The median sRTT is not a shape's signature: it holds the queueing, which
+# depends on the run's realisation.  Seeds 1-3 on main at 716af9b (the
+# sampler's change gave new realisations): bridges 35.79/40.0 ms every
+# time, OVS 35.82/43.55, 38.39/40.0, 35.82/40.0 (+8.9 % and +7.3 % on one
+# path once each; goodput 18.33/18.36/18.28 against 18.33/18.49/18.49), and
+# the per-path minimum RTT 20.0/40.0 ms in all six.  So the shapes are
+# checked by the minimum RTT (3 %), the queueing by the median (12 %).
 GOODPUT_TOL = 0.03
 RTT_TOL = 0.03
+SRTT_TOL = 0.12
 
 
 def two_path_switched(tmp_path, switch: str):
@@ -63,12 +72,15 @@ def bulk_run(tmp_path, switch: str) -> dict:
     (run,) = results.runs.itertuples()
     ss = results.table("ss")
     # Bulk's default direction is download: the server sends
-    srtt = ss[(ss["host"] == "server") & ss["path"].notna()].groupby("path")["srtt_ms"].median()
+    by_path = ss[(ss["host"] == "server") & ss["path"].notna()].groupby("path")
+    srtt = by_path["srtt_ms"].median()
+    min_rtt = by_path["min_rtt_us"].min() / 1000
     spec = json.loads(next((tmp_path / switch).rglob("spec.json")).read_text())
     agent_log = next((tmp_path / switch).rglob("agent.log")).read_text()
     return {
         "goodput": run.goodput_mbps,
         "srtt": {int(p): v for p, v in srtt.items()},
+        "min_rtt": {int(p): v for p, v in min_rtt.items()},
         "ovs": spec["plan"].get("ovs", {}),
         # what the guest built: OVS bridges (the agent logs every command)
         "ovs_bridges": sorted(b for b in ("s1", "s2") if f"add-br {b} " in agent_log),
@@ -87,10 +99,12 @@ def test_ovs_and_bridges_give_the_same_goodput_and_rtts(tmp_path):
         ovs,
     )
     assert set(ovs["srtt"]) == set(bridge["srtt"]) == {1, 2}
-    for path, rtt in bridge["srtt"].items():
-        # the paths' RTTs are 20 and 40 ms plus queueing: the shapes are where they were
-        assert rtt >= 20 * path, bridge
-        assert abs(ovs["srtt"][path] - rtt) <= RTT_TOL * rtt, (path, bridge, ovs)
+    for path, rtt in bridge["min_rtt"].items():
+        # the paths' RTTs are 20 and 40 ms: the shapes are where they were
+        assert 20 * path <= rtt < 20 * path * (1 + RTT_TOL), bridge
+        assert abs(ovs["min_rtt"][path] - rtt) <= RTT_TOL * rtt, (path, bridge, ovs)
+        srtt = bridge["srtt"][path]
+        assert abs(ovs["srtt"][path] - srtt) <= SRTT_TOL * srtt, (path, bridge, ovs)
 
 
 class Secure(Topo):
