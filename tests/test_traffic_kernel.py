@@ -395,8 +395,9 @@ def test_background_replayer_sends_each_packet_at_its_due_time_through_io_uring(
         assert r["sizes_ok"] and len(r["late_ns"]) == 1200
         assert r["tcp_bytes"] == r["tcp_due"]
     assert "sender: sleep" in sleep["out"]
-    late = sorted(ring["late_ns"])
-    print("lateness (ns): io_uring", late[0], late[len(late) // 2], late[-1],
-          "sleep", sorted(sleep["late_ns"])[0], sorted(sleep["late_ns"])[600], max(sleep["late_ns"]))
-    # never early; late by at most a few clock reads (256 ns each under virtual time)
-    assert 0 <= late[0] and late[-1] < 5000, (late[0], late[-1])
+    # measured: 256-760 ns late on either path (clock reads move virtual
+    # time by 256 ns each); the sleep path with the default 50 us timer
+    # slack was 19.7-50.5 us late.  Never early.
+    for r in (ring, sleep):
+        late = sorted(r["late_ns"])
+        assert 0 <= late[0] and late[-1] < 5000, (late[0], late[-1])
