@@ -332,9 +332,12 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
-def test_replayer_delivers_its_schedule_on_loopback(tmp_path):
-    """The C replayer on the host: every scheduled byte of every flow arrives,
-    a greedy flow sends more, and the receiver reports on SIGINT."""
+@pytest.mark.parametrize("mode", ["io_uring", "sleep"])
+def test_replayer_delivers_its_schedule_on_loopback(tmp_path, mode):
+    """The C replayer on the host, on either of its sender's paths (io_uring
+    falls back to sleep where the host has none, saying why): every
+    scheduled byte of every flow arrives, a greedy flow sends more, and the
+    receiver reports on SIGINT."""
     program = str(bgtraffic.build(tmp_path))
     assert bgtraffic.build(tmp_path) == Path(program)  # built once
     ports = _free_ports(5)
@@ -359,7 +362,7 @@ def test_replayer_delivers_its_schedule_on_loopback(tmp_path):
                     break
             time.sleep(0.01)
         send = subprocess.Popen(
-            [program, "send", "127.0.0.1", str(sched)], stdout=subprocess.PIPE, text=True
+            [program, "send", "127.0.0.1", str(sched), mode], stdout=subprocess.PIPE, text=True
         )
         time.sleep(1.5)  # the schedule lasts 0.5 s, the greedy flow as long as the sender
         send.kill()
@@ -369,11 +372,24 @@ def test_replayer_delivers_its_schedule_on_loopback(tmp_path):
         recv.send_signal(signal.SIGINT)
         report = recv.communicate(timeout=10)[0]
     assert background.replayer_t0(out) is not None and "done: 600 packets, 0 send errors" in out
+    assert "sender: sleep" in out if mode == "sleep" else "sender: " in out
     got = {int(w[4]): int(w[6]) for w in map(str.split, report.splitlines()) if w[0] == "flow"}
     assert "wakeups" in report.splitlines()[-1]
     for f in (tcp, udp, udp2):
         assert got[f.port] == sum(f.sizes), f.kind
     assert got[greedy.port] > 10 * sum(tcp.sizes)
+
+
+def test_replayer_rejects_an_unknown_sender_mode(tmp_path):
+    sched = tmp_path / "pair1.sched"
+    sched.write_text("flows 1\nudp 9\npackets 0\n")
+    proc = subprocess.run(
+        [str(bgtraffic.build(tmp_path)), "send", "127.0.0.1", str(sched), "epoll"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "epoll: the sender's mode must be io_uring or sleep" in proc.stderr
 
 
 def test_rtt_classes_are_few_and_add_only_the_missing_delay():
