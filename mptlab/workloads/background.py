@@ -30,9 +30,10 @@ only replays that schedule (the entry's ``generator``):
 
 - ``mptlab`` (default): ``helpers/bgtraffic.c``, one sender and one
   receiver per pair, fed the pair's flows and merged packet timeline
-  (``schedule_text``).  It costs ~2 guest system calls per packet where
-  D-ITG costs ~9.4, and each costs 15-70 us of host CPU in UML: in
-  blest-3g-wlan that is most of the background's host CPU (numbers in
+  (``schedule_text``).  Its sender hands the packets to the guest kernel
+  through io_uring (one system call per 128 packets; a sleep and a send
+  per packet where io_uring is missing), D-ITG costs ~9.4 system calls
+  per packet, and each costs 15-70 us of host CPU in UML (numbers in
   docs/workloads.md).  The sender prints its start time (``t0``,
   CLOCK_MONOTONIC), which places the schedule's window exactly.
 - ``d-itg``: ``ITGSend`` with inter-departure-time and size files

@@ -4,17 +4,34 @@
  * Built on the host (mptlab.workloads.helpers.bgtraffic), run in the guest's
  * network namespaces:
  *
- *   bgtraffic send DEST SCHEDULE        one per background pair, in its sender
- *   bgtraffic recv SCHEDULE SIGNAL_PORT one per background pair, in its receiver
+ *   bgtraffic send DEST SCHEDULE [io_uring|sleep]  one per background pair, in its sender
+ *   bgtraffic recv SCHEDULE SIGNAL_PORT            one per background pair, in its receiver
  *
  * Why not D-ITG: mptlab draws every packet's time and size itself, so the
  * generator only has to replay a schedule.  In a UML guest every system call
- * costs 15-70 us of host CPU (ptrace), and D-ITG spends ~9.4 of them per
- * packet (sender ~1.7 select + ~3.7 gettimeofday + 1 send; receiver 2 recv +
- * 1 gettimeofday + wakeups): ~10.6 s of the 24.4 s of host CPU of a
- * blest-3g-wlan run.  Here the sender pays ~2 per packet (one absolute sleep,
- * one send; packets due at the same microsecond share the sleep) and the
- * receiver a few per 64 KiB of TCP and per tick of UDP.
+ * is a ptrace round trip on the host (GETREGS, GETREGSET, SETREGS, SYSEMU,
+ * wait4: ~12 us, 15-70 us with the guest's own work), and D-ITG spends ~9.4
+ * of them per packet (sender ~1.7 select + ~3.7 gettimeofday + 1 send;
+ * receiver 2 recv + 1 gettimeofday + wakeups): ~10.6 s of the 24.4 s of host
+ * CPU of a blest-3g-wlan run.  The receiver here pays a few per 64 KiB of TCP
+ * and per tick of UDP.  The sender, two ways:
+ *
+ *   io_uring (the default): each packet is a chain in the guest kernel's
+ *     io_uring (a poll that never fires, cancelled by a linked timeout at
+ *     the packet's absolute due time, hard-linked to its send), 256 packets
+ *     in the ring, one io_uring_enter() per 128: the kernel fires the
+ *     timers and sends, the process does not run per packet.  blest-3g-wlan
+ *     (2 senders, ~21,000 packets each in a run): ~330 system calls instead
+ *     of ~84,000, host CPU per run 6.7 -> 5.1 s (docs/benchmarks.md, "Per-run
+ *     host CPU down").
+ *   sleep (if io_uring_setup() fails, e.g. ENOSYS or a seccomp filter, or
+ *     the kernel lacks what the chain needs, or asked for): one absolute
+ *     clock_nanosleep and one send per packet; packets due at the same
+ *     microsecond share the sleep.
+ *
+ * Both send each packet at its due time: under virtual time 0.26-0.76 us
+ * after it (clock reads move guest time by 256 ns each; the test is
+ * tests/test_traffic_kernel.py), with the same per-flow bytes.
  *
  * Schedule (text, written by background.py; times already merged and sorted):
  *
@@ -25,14 +42,16 @@
  *
  * Sender: connects every TCP flow (Nagle on and SO_REUSEADDR only, as D-ITG),
  * connect()s a UDP socket per UDP flow, forks a writer per greedy flow, then
- * takes t0 (CLOCK_MONOTONIC, printed as "t0 SEC.NSEC" so that background.py
- * can line its counters up with the schedule) and replays the timeline.  The
- * clock is read once: under UML virtual time a clock read advances guest time
+ * sets up io_uring, takes t0 (CLOCK_MONOTONIC, printed as "t0 SEC.NSEC" so
+ * that background.py can line its counters up with the schedule), prints
+ * which path it takes ("sender: ...") and replays the timeline.  The clock
+ * is read once: under UML virtual time a clock read advances guest time
  * by only 256 ns, so any loop on the clock would freeze the guest.  A TCP
  * flow whose send buffer is full delays its own later packets (none is
  * dropped), not the other flows'; late packets go out at once (absolute
  * deadlines), where D-ITG's relative waits lose the time.  No randomness, no
- * wall clock: under virtual time a run repeats exactly.
+ * wall clock: under virtual time a run repeats exactly.  At the end it
+ * prints "done: ..." (and, on the io_uring path, its io_uring_enter() calls).
  *
  * Receiver: listens on every TCP flow's port, binds every UDP flow's port,
  * then listens on SIGNAL_PORT (last: the agent's readiness signal, as
