@@ -22,8 +22,9 @@
  *     in the ring, one io_uring_enter() per 128: the kernel fires the
  *     timers and sends, the process does not run per packet.  blest-3g-wlan
  *     (2 senders, ~21,000 packets each in a run): ~330 system calls instead
- *     of ~84,000, host CPU per run 6.7 -> 5.1 s (docs/benchmarks.md, "Per-run
- *     host CPU down").
+ *     of ~84,000; host CPU per run 6.7 -> 5.1 s (median of 20 runs), the
+ *     background alone -0.5 s per 60 s (docs/benchmarks.md, "Background
+ *     replayer through io_uring").
  *   sleep (if io_uring_setup() fails, e.g. ENOSYS or a seccomp filter, or
  *     the kernel lacks what the chain needs, or asked for): one absolute
  *     clock_nanosleep and one send per packet; packets due at the same
