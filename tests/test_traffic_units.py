@@ -317,6 +317,19 @@ def test_replayer_schedule_of_a_drawn_pair_keeps_every_packet():
         assert [us for us, k, _ in packets if k == i] == [round(t * 1e6) for t in f.times]
 
 
+def test_replayer_schedule_file_is_the_schedule_text(tmp_path):
+    """What the guest writes for the replayer (streamed) is schedule_text."""
+    fl = [
+        f
+        for f in flows({"preset": "sbd", "tcp_flows": 2, "udp_flows": 6, "seed": 4})
+        if f.pair == 2
+    ]
+    background.write_schedule(tmp_path / "pair2.sched", fl)
+    text = (tmp_path / "pair2.sched").read_text()
+    assert text == background.schedule_text(fl)
+    assert text.count("\n") == len(fl) + 2 + sum(len(f.times) for f in fl)
+
+
 def test_replayer_start_is_read_from_its_output():
     assert background.replayer_t0("t0 12.000256000\nflows 3 packets 9 greedy 0\n") == 12.000256
     assert background.replayer_t0("bgtraffic: connect to port 20000: refused\n") is None
