@@ -317,6 +317,19 @@ def test_replayer_schedule_of_a_drawn_pair_keeps_every_packet():
         assert [us for us, k, _ in packets if k == i] == [round(t * 1e6) for t in f.times]
 
 
+def test_replayer_schedule_file_is_the_schedule_text(tmp_path):
+    """What the guest writes for the replayer (streamed) is schedule_text."""
+    fl = [
+        f
+        for f in flows({"preset": "sbd", "tcp_flows": 2, "udp_flows": 6, "seed": 4})
+        if f.pair == 2
+    ]
+    background.write_schedule(tmp_path / "pair2.sched", fl)
+    text = (tmp_path / "pair2.sched").read_text()
+    assert text == background.schedule_text(fl)
+    assert text.count("\n") == len(fl) + 2 + sum(len(f.times) for f in fl)
+
+
 def test_replayer_start_is_read_from_its_output():
     assert background.replayer_t0("t0 12.000256000\nflows 3 packets 9 greedy 0\n") == 12.000256
     assert background.replayer_t0("bgtraffic: connect to port 20000: refused\n") is None
@@ -332,9 +345,12 @@ def _free_ports(n: int) -> list[int]:
     return ports
 
 
-def test_replayer_delivers_its_schedule_on_loopback(tmp_path):
-    """The C replayer on the host: every scheduled byte of every flow arrives,
-    a greedy flow sends more, and the receiver reports on SIGINT."""
+@pytest.mark.parametrize("mode", ["io_uring", "sleep"])
+def test_replayer_delivers_its_schedule_on_loopback(tmp_path, mode):
+    """The C replayer on the host, on either of its sender's paths (io_uring
+    falls back to sleep where the host has none, saying why): every
+    scheduled byte of every flow arrives, a greedy flow sends more, and the
+    receiver reports on SIGINT."""
     program = str(bgtraffic.build(tmp_path))
     assert bgtraffic.build(tmp_path) == Path(program)  # built once
     ports = _free_ports(5)
@@ -359,7 +375,7 @@ def test_replayer_delivers_its_schedule_on_loopback(tmp_path):
                     break
             time.sleep(0.01)
         send = subprocess.Popen(
-            [program, "send", "127.0.0.1", str(sched)], stdout=subprocess.PIPE, text=True
+            [program, "send", "127.0.0.1", str(sched), mode], stdout=subprocess.PIPE, text=True
         )
         time.sleep(1.5)  # the schedule lasts 0.5 s, the greedy flow as long as the sender
         send.kill()
@@ -369,11 +385,24 @@ def test_replayer_delivers_its_schedule_on_loopback(tmp_path):
         recv.send_signal(signal.SIGINT)
         report = recv.communicate(timeout=10)[0]
     assert background.replayer_t0(out) is not None and "done: 600 packets, 0 send errors" in out
+    assert "sender: sleep" in out if mode == "sleep" else "sender: " in out
     got = {int(w[4]): int(w[6]) for w in map(str.split, report.splitlines()) if w[0] == "flow"}
     assert "wakeups" in report.splitlines()[-1]
     for f in (tcp, udp, udp2):
         assert got[f.port] == sum(f.sizes), f.kind
     assert got[greedy.port] > 10 * sum(tcp.sizes)
+
+
+def test_replayer_rejects_an_unknown_sender_mode(tmp_path):
+    sched = tmp_path / "pair1.sched"
+    sched.write_text("flows 1\nudp 9\npackets 0\n")
+    proc = subprocess.run(
+        [str(bgtraffic.build(tmp_path)), "send", "127.0.0.1", str(sched), "epoll"],
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 2
+    assert "epoll: the sender's mode must be io_uring or sleep" in proc.stderr
 
 
 def test_rtt_classes_are_few_and_add_only_the_missing_delay():
