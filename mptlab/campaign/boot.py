@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -133,6 +134,12 @@ CONFINE_ENV = "MPTLAB_CONFINE"  # "off": guests unconfined (docs/deployment.md)
 # and a run's results with it (docs/reproduction.md, "results root").  At a
 # fixed guest path the guest does the same work for every results root.
 GUEST_RUN_DIR = "/run/mptlab/rundir"
+# The guest's end of a control channel (``boot(channel=...)``): UML's second
+# console line, bound to two host pipes (``con1=fd:R,fd:W``).  No network
+# device and no file: a pipe needs nothing the confinement forbids
+# (launch.py passes the descriptors through its exec) and works under both
+# clocks (input arrives as an interrupt, SIGIO, also while time travels).
+CHANNEL_TTY = "/dev/tty1"
 
 
 # The run dir's host path reaches the guest on the kernel command line, and
@@ -372,10 +379,14 @@ def command_line(
     env: dict[str, str] | None = None,
     clock: Clock = "real",
     rng_seed: int | None = None,
+    channel: tuple[int, int] | None = None,
 ) -> list[str]:
     """The UML command line for one guest (exposed for docs and debugging).
     ``rng_seed`` (virtual clock only): the guest kernel's randomness comes
-    from it alone (kernel patch 0006), so that a run repeats exactly."""
+    from it alone (kernel patch 0006), so that a run repeats exactly.
+    ``channel``: host file descriptors (read, write) that become the guest's
+    second console, ``/dev/tty1`` (``CHANNEL_TTY``): the control channel of
+    ``mptlab.campaign.control``."""
     args = [
         str(kernel.linux),
         f"mem={mem_mb}M",
@@ -386,6 +397,7 @@ def command_line(
         "quiet",
         "con=null",
         "con0=null,fd:1",
+        *([f"con1=fd:{channel[0]},fd:{channel[1]}"] if channel is not None else []),
         f"umid={umid}",
         f"uml_dir={uml_dir}",
         *SIZING_ARGS,
@@ -497,17 +509,20 @@ def boot(
     run_dir: Path,
     entry: str | Path,
     *,
-    timeout: float,
+    timeout: float | None,
     mem_mb: int = 256,
     env: dict[str, str] | None = None,
     clock: Clock = "real",
     cancel: threading.Event | None = None,
     rng_seed: int | None = None,
+    channel: tuple[int, int] | None = None,
 ) -> BootResult:
     """Boot a guest that runs ``entry`` with ``run_dir`` writable; wait at most
     ``timeout`` s (real clock), or let it run ``timeout`` s of guest time
-    (virtual clock: within ``wall_limit(timeout)`` s of wall time).  ``cancel``
-    set: the guest is killed within ``CPU_SAMPLE_S`` and ``Interrupted`` raised."""
+    (virtual clock: within ``wall_limit(timeout)`` s of wall time); None: no
+    limit (an interactive guest: ``cancel`` ends it).  ``cancel``
+    set: the guest is killed within ``CPU_SAMPLE_S`` and ``Interrupted`` raised.
+    ``channel``: see ``command_line``; the descriptors are passed to the guest."""
     run_dir = Path(run_dir).resolve()
     entry = str(entry)
     clock = check_clock(clock)
@@ -537,7 +552,8 @@ def boot(
     with contextlib.suppress(RuntimeError):
         guest_env[spin.ENV] = str(spin.build(home.cache_dir()))
     if clock == "virtual":
-        guest_env["MPTLAB_GUEST_TIMEOUT"] = f"{timeout:.3f}"
+        if timeout is not None:
+            guest_env["MPTLAB_GUEST_TIMEOUT"] = f"{timeout:.3f}"
         guest_env[spin.VIRTUAL_ENV] = "1"
         host_cpu = CPUS.acquire()
         try:
@@ -545,7 +561,7 @@ def boot(
         except FileNotFoundError:
             CPUS.release(host_cpu)
             raise
-    limit = wall_limit(timeout, clock)
+    limit = wall_limit(timeout, clock) if timeout is not None else math.inf
     attempt = uuid.uuid4().hex[:12]
     umid = "mptlab-" + attempt
     confine = confined()
@@ -562,6 +578,7 @@ def boot(
         env={**guest_env, ATTEMPT_ENV: attempt},
         clock=clock,
         rng_seed=rng_seed,
+        channel=channel,
     )
     console = run_dir / CONSOLE_LOG
     started = time.monotonic()
@@ -575,6 +592,7 @@ def boot(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own group: killed as one, not by the terminal's ^C
                 cwd=run_dir,
+                pass_fds=channel or (),
             )
             tree = TreeCPU(proc.pid)
             try:
