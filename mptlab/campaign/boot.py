@@ -516,13 +516,15 @@ def boot(
     cancel: threading.Event | None = None,
     rng_seed: int | None = None,
     channel: tuple[int, int] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> BootResult:
     """Boot a guest that runs ``entry`` with ``run_dir`` writable; wait at most
     ``timeout`` s (real clock), or let it run ``timeout`` s of guest time
     (virtual clock: within ``wall_limit(timeout)`` s of wall time); None: no
     limit (an interactive guest: ``cancel`` ends it).  ``cancel``
     set: the guest is killed within ``CPU_SAMPLE_S`` and ``Interrupted`` raised.
-    ``channel``: see ``command_line``; the descriptors are passed to the guest."""
+    ``channel``: see ``command_line``; the descriptors are passed to the guest.
+    ``on_start``: called with the UML kernel's host PID once it is started."""
     run_dir = Path(run_dir).resolve()
     entry = str(entry)
     clock = check_clock(clock)
@@ -595,6 +597,8 @@ def boot(
                 pass_fds=channel or (),
             )
             tree = TreeCPU(proc.pid)
+            if on_start is not None:
+                on_start(proc.pid)
             try:
                 deadline = started + limit
                 while True:

@@ -12,10 +12,13 @@ the guest to power off and reaps it (``boot`` kills what is left of UML's
 process group): nothing outlives it but the run dir.  ``mptlab shell`` and
 ``mptlab.Network`` (docs/python-api.md) are built on it.
 
-Under virtual time the guest's clock runs on while it waits for the next
-request (an idle inf-cpu guest jumps from timer to timer): guest time
-between two requests says nothing about wall time (docs/experiments.md,
-"Poking a running topology").
+Under virtual time the guest is held between requests: its server polls
+instead of idling, so that guest time stands still, and the UML process is
+stopped (SIGSTOP; SIGCONT before the next request), so that the wait costs
+no host CPU.  Guest time passes only while a request runs (``sleep 5`` in a
+node lets 5 s pass, e.g. for a transfer started in the background).  Left
+to idle, an inf-cpu guest burned a host CPU while it waited and its clock
+moved by fits (docs/experiments.md, "Poking a running topology").
 """
 
 from __future__ import annotations
@@ -75,6 +78,10 @@ class ControlledGuest:
         self._from_guest: tuple[int, int] | None = None
         self._guest_ends_closed = False
         self._fd_lock = threading.Lock()
+        # virtual time: held between requests (see the module's doc)
+        self.hold = self.clock == "virtual"
+        self._uml_pid: int | None = None
+        self._frozen = False
 
     # ------------------------------------------------------------ start
     def start(self) -> dict:
@@ -87,7 +94,8 @@ class ControlledGuest:
         entry = run_dir.write_entry(
             f"{rundir.CONTENT_ENV}={shlex.quote(str(content_dir()))}\n"
             f"export {rundir.CONTENT_ENV}\n"
-            f"exec {sys.executable} -m {GUEST_SERVER} {GUEST_RUN_DIR} {CHANNEL_TTY}\n"
+            f"exec {sys.executable} -m {GUEST_SERVER} {GUEST_RUN_DIR} {CHANNEL_TTY}"
+            + (" --hold\n" if self.hold else "\n")
         )
         self._to_guest = os.pipe()
         self._from_guest = os.pipe()
@@ -112,7 +120,24 @@ class ControlledGuest:
                 f"(logs: {self.run_dir})"
             )
         self.info = first["hello"]
+        self._freeze()
         return self.info
+
+    def _started(self, pid: int) -> None:
+        self._uml_pid = pid
+
+    def _freeze(self) -> None:
+        """Stop the held guest's UML kernel process (virtual time only)."""
+        if self.hold and self._uml_pid is not None and not self._frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._uml_pid, signal.SIGSTOP)
+                self._frozen = True
+
+    def _thaw(self) -> None:
+        if self._frozen and self._uml_pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._uml_pid, signal.SIGCONT)
+        self._frozen = False
 
     def _boot(self, entry: Path, channel: tuple[int, int]) -> None:
         try:
@@ -127,6 +152,7 @@ class ControlledGuest:
                 cancel=self.cancel,
                 rng_seed=derive_seed(self.run.seed, "guest kernel randomness"),
                 channel=channel,
+                on_start=self._started,
             )
         except Interrupted:
             pass
@@ -225,6 +251,7 @@ class ControlledGuest:
         ``timeout``: wall seconds to wait for the reply (None: no limit)."""
         with self.lock:
             rid = next(self.ids)
+            self._thaw()
             self.send({"id": rid, "op": op, **fields})
             self.current = rid
             interrupts = 0
@@ -249,12 +276,14 @@ class ControlledGuest:
                         self.send({"op": "signal", "target": rid, "signal": int(sig)})
             finally:
                 self.current = None
+                self._freeze()
 
     # ------------------------------------------------------------ stop
     def stop(self, timeout: float = STOP_TIMEOUT_S) -> BootResult | None:
         """End the server, let the guest power off, reap it; the boot's result.
         Safe to call twice, and after the guest went away by itself."""
         thread = self._thread
+        self._thaw()
         if thread is not None and thread.is_alive() and self.info:
             with contextlib.suppress(GuestError, OSError):
                 # without the lock: a request that hangs must not keep the guest up

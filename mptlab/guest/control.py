@@ -1,6 +1,6 @@
 """The control server: a run's topology, kept up and driven from the host.
 
-    python -m mptlab.guest.control RUN_DIR TTY
+    python -m mptlab.guest.control RUN_DIR TTY [--hold]
 
 sets the run up exactly as the agent does (``mptlab.guest.agent.set_up``:
 modules, network, netem seeds, kernel knobs, provenance), runs no
@@ -39,6 +39,14 @@ node, busy, ...):
 
 One command runs at a time (as in Mininet's CLI); a request other than
 ``signal`` or ``stop`` while one runs is refused (``error``).
+
+``--hold`` (virtual time): between requests the server does not idle but
+polls the channel, yielding the CPU, so that guest time stands still until
+the next request (inf-cpu time advances only while the guest is idle); the
+host stops the UML process meanwhile (SIGSTOP), so the poll costs no host
+CPU.  Left idle instead, a waiting guest burned a host CPU and its clock
+moved by fits: 0 s of guest time in 8 s of wall time, then 31 hours at once
+(the conntrack garbage collector's 60 s sleeps, skipped one after the other).
 """
 
 from __future__ import annotations
@@ -47,6 +55,7 @@ import codecs
 import contextlib
 import json
 import os
+import select
 import selectors
 import signal
 import subprocess
@@ -195,9 +204,10 @@ class Job:
 
 
 class Server:
-    def __init__(self, ctx: agent.Context, channel: Channel):
+    def __init__(self, ctx: agent.Context, channel: Channel, hold: bool = False):
         self.ctx = ctx
         self.channel = channel
+        self.hold = hold
         self.sel = selectors.DefaultSelector()
         self.job: Job | None = None
         self.background: list[subprocess.Popen] = []
@@ -412,9 +422,24 @@ class Server:
                 os.killpg(job.proc.pid, signal.SIGKILL)
 
     # -------------------------------------------------------------- the loop
+    def wait_held(self) -> None:
+        """Wait for a request without letting guest time pass: a poll that
+        never blocks (select with timeout 0 succeeds: a failed system call,
+        such as a read that would block, costs 1 us of inf-cpu guest time)."""
+        while not self.stopping and self.job is None:
+            ready, _, _ = select.select([self.channel.fd], [], [], 0)
+            if ready:
+                for msg in self.channel.read():
+                    self.handle(msg)
+            else:
+                os.sched_yield()
+
     def serve(self) -> None:
         self.sel.register(self.channel.fd, selectors.EVENT_READ, "channel")
         while not self.stopping:
+            if self.hold and self.job is None:
+                self.wait_held()
+                continue
             timeout = None
             if self.job is not None and self.job.deadline is not None and not self.job.timed_out:
                 timeout = max(0.0, self.job.deadline - time.monotonic())
@@ -429,8 +454,10 @@ class Server:
 
 def main(argv: list[str] | None = None) -> int:
     argv = argv if argv is not None else sys.argv[1:]
+    hold = "--hold" in argv
+    argv = [a for a in argv if a != "--hold"]
     if len(argv) != 2:
-        print("usage: python -m mptlab.guest.control RUN_DIR TTY", file=sys.stderr)
+        print("usage: python -m mptlab.guest.control RUN_DIR TTY [--hold]", file=sys.stderr)
         return 2
     run_dir, channel = RunDir(argv[0]), Channel(argv[1])
     try:
@@ -443,7 +470,7 @@ def main(argv: list[str] | None = None) -> int:
         channel.send({"fatal": f"{type(exc).__name__}: {exc}"})
         return 1
     channel.send({"hello": info})
-    server = Server(ctx, channel)
+    server = Server(ctx, channel, hold=hold)
     try:
         server.serve()
     except EOFError:  # the host went away: nothing to serve
