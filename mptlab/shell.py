@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import re
 import shlex
 import signal
@@ -40,6 +41,7 @@ from .campaign.kernel import KernelNotBuilt
 from .rundir import CLOCKS
 
 PROMPT = "mptlab> "
+HISTORY_ENV = "MPTLAB_SHELL_HISTORY"  # the history file (default: <cache>/shell-history)
 BUILTINS = (
     "help",
     "nodes",
@@ -151,11 +153,11 @@ def banner(net: api.Network) -> str:
     ]
     if info["clock"] == "virtual":
         lines.append(
-            "*** clock: virtual (UML time-travel): guest time stands still while the guest "
-            "computes and jumps ahead while it idles, also while it waits for you here: "
-            "between two commands any amount of guest time may pass, and a command finishes "
-            "in less wall time than it takes (ping's 1 s intervals fly by).  `--clock real` "
-            "runs on the host's clock."
+            "*** clock: virtual (UML time-travel): the guest is held while it waits for you "
+            "(no host CPU; guest time stands still), so guest time passes only while a "
+            "command runs, and a command takes less wall time than guest time (ping's 1 s "
+            "intervals fly by).  A transfer started with & moves while later commands run: "
+            "`client sleep 5` lets 5 s pass.  `--clock real` runs on the host's clock."
         )
     else:
         lines.append("*** clock: real (the host's): guest time is wall time")
@@ -368,7 +370,7 @@ def _readline(net: api.Network) -> None:
         return
     import atexit
 
-    history = home.cache_dir() / "shell-history"
+    history = Path(os.environ.get(HISTORY_ENV) or home.cache_dir() / "shell-history")
     with contextlib.suppress(OSError):
         history.parent.mkdir(parents=True, exist_ok=True)
         readline.read_history_file(history)

@@ -241,14 +241,14 @@ class ControlledGuest:
         self,
         op: str,
         on_output: OutputFn | None = None,
-        timeout: float | None = None,
+        wait: float | None = None,
         **fields: Any,
     ) -> dict:
         """Send one request and wait for its final reply (its ``rc`` or
         ``error``); output on the way goes to ``on_output``.  Ctrl-C
         (KeyboardInterrupt) meanwhile sends SIGINT to the command, a second
         one SIGKILL; the reply then says ``"interrupted": true``.
-        ``timeout``: wall seconds to wait for the reply (None: no limit)."""
+        ``wait``: wall seconds to wait for the reply (None: no limit)."""
         with self.lock:
             rid = next(self.ids)
             self._thaw()
@@ -258,7 +258,7 @@ class ControlledGuest:
             try:
                 while True:
                     try:
-                        msg = self._next(timeout, waiting_for=f"request {op}")
+                        msg = self._next(wait, waiting_for=f"request {op}")
                         if msg.get("id") != rid:
                             continue  # a late word for an earlier request
                         if "rc" in msg or "error" in msg:
