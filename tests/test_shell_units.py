@@ -56,7 +56,10 @@ def test_builtins_win_over_a_node_of_the_same_name():
         ("ping server server", "ping 10.0.3.2 10.0.3.2"),
         ("iperf3 -c server -t 5", "iperf3 -c 10.0.3.2 -t 5"),
         # a name inside a longer word, or another name that starts like one, stays
-        ("cat ./server server:80 'server' servers r1", "cat ./server server:80 'server' servers r1"),
+        (
+            "cat ./server server:80 'server' servers r1",
+            "cat ./server server:80 'server' servers r1",
+        ),
         ("ip route get r1c", "ip route get 10.0.1.2"),
         ("traceroute\tserver", "traceroute\t10.0.3.2"),
         ("no names here", "no names here"),
