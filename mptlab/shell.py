@@ -94,6 +94,24 @@ class Line:
 _TRAILING_AMP = re.compile(r"(?<![&|>])&\s*$")
 
 
+def strip_comment(text: str) -> str:
+    """``text`` without a trailing shell comment (a ``#`` that starts a word,
+    outside quotes): a line pasted from the README with its comment."""
+    quote, escaped = "", False
+    for i, ch in enumerate(text):
+        if escaped:
+            escaped = False
+        elif ch == "\\" and quote != "'":
+            escaped = True
+        elif quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch == "#" and (i == 0 or text[i - 1].isspace()):
+            return text[:i].rstrip()
+    return text
+
+
 def parse(line: str, nodes: Iterable[str]) -> Line:
     """Split a typed line as Mininet's CLI does: a builtin, or ``<node> <command>``
     (builtins win over nodes of the same name).  A node command ending in a
@@ -106,10 +124,10 @@ def parse(line: str, nodes: Iterable[str]) -> Line:
     if word in BUILTINS:
         return Line("builtin", word, rest)
     if word in set(nodes):
-        background = bool(_TRAILING_AMP.search(rest))
-        if background:
-            rest = _TRAILING_AMP.sub("", rest).rstrip()
-        return Line("node", word, rest, background)
+        bare = strip_comment(rest)
+        if _TRAILING_AMP.search(bare):
+            return Line("node", word, _TRAILING_AMP.sub("", bare).rstrip(), True)
+        return Line("node", word, rest)
     return Line("unknown", word, rest)
 
 

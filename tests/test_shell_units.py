@@ -34,6 +34,11 @@ NODES = ["client", "server", "r1c", "bgc1"]
         ("client", shell.Line("node", "client", "")),
         ("server iperf3 -s &", shell.Line("node", "server", "iperf3 -s", background=True)),
         ("server iperf3 -s&  ", shell.Line("node", "server", "iperf3 -s", background=True)),
+        (
+            'server iperf3 -s &   # "&": in the background',
+            shell.Line("node", "server", "iperf3 -s", background=True),
+        ),
+        ("client echo '#' # x", shell.Line("node", "client", "echo '#' # x")),
         ("client true && echo ok", shell.Line("node", "client", "true && echo ok")),
         ("client ls >&2", shell.Line("node", "client", "ls >&2")),
         ("client echo a&&", shell.Line("node", "client", "echo a&&")),
@@ -43,6 +48,21 @@ NODES = ["client", "server", "r1c", "bgc1"]
 )
 def test_a_line_is_a_builtin_a_node_command_or_unknown(text, expected):
     assert shell.parse(text, NODES) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("ping x # a comment", "ping x"),
+        ("echo '#' # x", "echo '#'"),
+        (r'echo "a # b" "c\\" # d', r'echo "a # b" "c\\"'),
+        ("echo a#b", "echo a#b"),
+        ("echo \\# a", "echo \\# a"),
+        ("# all of it", ""),
+    ],
+)
+def test_a_trailing_comment_is_cut_outside_quotes(text, expected):
+    assert shell.strip_comment(text) == expected
 
 
 def test_builtins_win_over_a_node_of_the_same_name():
