@@ -424,27 +424,30 @@ def _terminate(signum: int, _frame: Any) -> None:
 def cmd_shell(args: argparse.Namespace) -> int:
     exp = _experiment(args.target, args.file)
     net = api.Network(exp, variant=args.variant, clock=args.clock, quick=args.quick, out=args.out)
-    for sig in (signal.SIGTERM, signal.SIGHUP):
-        signal.signal(sig, _terminate)
-    print(
-        f"*** booting a guest for {exp.name} ({net.variant}, clock {net.clock}), "
-        "building the topology ...",
-        flush=True,
-    )
+    previous = {sig: signal.signal(sig, _terminate) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
-        net.start()
-    except (KernelNotBuilt, ConfinementError, GuestError) as exc:
-        print(f"mptlab: {exc}", file=sys.stderr)
-        return 2
-    try:
-        print(banner(net), flush=True)
-        _readline(net)
-        Shell(net).loop()
+        print(
+            f"*** booting a guest for {exp.name} ({net.variant}, clock {net.clock}), "
+            "building the topology ...",
+            flush=True,
+        )
+        try:
+            net.start()
+        except (KernelNotBuilt, ConfinementError, GuestError) as exc:
+            print(f"mptlab: {exc}", file=sys.stderr)
+            return 2
+        try:
+            print(banner(net), flush=True)
+            _readline(net)
+            Shell(net).loop()
+        finally:
+            print("*** stopping the guest", flush=True)
+            net.stop()
+            print(f"*** done; run dir {net.run_dir}", flush=True)
+        return 0
     finally:
-        print("*** stopping the guest", flush=True)
-        net.stop()
-        print(f"*** done; run dir {net.run_dir}", flush=True)
-    return 0
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def add_parser(sub: Any) -> None:

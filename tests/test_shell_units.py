@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import io
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -156,8 +154,12 @@ def test_the_guest_channel_frames_json_lines_and_passes_other_text(tmp_path):
         os.close(guest)
 
 
-def test_a_network_names_its_variant_and_a_fresh_run_dir(tmp_path):
-    exp = api.Experiment.from_yaml("blest-3g-wlan")
+@pytest.fixture(scope="module")
+def exp():
+    return api.Experiment.from_yaml("blest-3g-wlan")
+
+
+def test_a_network_names_its_variant_and_a_fresh_run_dir(exp, tmp_path):
     net = api.Network(exp, out=tmp_path)
     assert net.variant == exp.variants()[0][0]
     assert net.spec.variant == net.variant and net.spec.repetition == 0
@@ -175,15 +177,15 @@ def test_a_network_names_its_variant_and_a_fresh_run_dir(tmp_path):
         net["client"]
 
 
-def test_a_network_not_started_refuses_commands(tmp_path):
-    net = api.Network("blest-3g-wlan", out=tmp_path)
+def test_a_network_not_started_refuses_commands(exp, tmp_path):
+    net = api.Network(exp, out=tmp_path)
     with pytest.raises(api.GuestError, match="not started"):
         net.sh("true")
     net.stop()  # harmless
 
 
-def test_the_shell_answers_builtins_from_the_hello_without_a_guest(tmp_path):
-    net = api.Network("blest-3g-wlan", out=tmp_path)
+def test_the_shell_answers_builtins_from_the_hello_without_a_guest(exp, tmp_path):
+    net = api.Network(exp, out=tmp_path)
     net.info = {
         "client": "client",
         "server": "server",
@@ -220,18 +222,20 @@ def test_the_shell_answers_builtins_from_the_hello_without_a_guest(tmp_path):
     assert "'10.0.1.1'" in text
 
 
-def test_shell_is_a_subcommand_with_its_options():
-    out = subprocess.run(
-        [sys.executable, "-m", "mptlab.cli", "shell", "--help"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    for word in ("--variant", "--clock", "--quick", "--out", "--file"):
-        assert word in out
-    bad = subprocess.run(
-        [sys.executable, "-m", "mptlab.cli", "shell", "blest-3g-wlan", "--variant", "nope"],
-        capture_output=True,
-        text=True,
+def test_shell_is_a_subcommand_with_its_options(capsys):
+    from mptlab import cli
+
+    args = cli.parser().parse_args(
+        ["shell", "x", "--variant", "v", "--clock", "real", "--quick", "--out", "o", "--file", "f"]
     )
-    assert bad.returncode == 2 and "no variant 'nope'" in bad.stderr
+    assert args.func is shell.cmd_shell
+    assert (args.target, args.variant, args.clock, args.quick, args.out, args.file) == (
+        "x",
+        "v",
+        "real",
+        True,
+        "o",
+        "f",
+    )
+    assert cli.main(["shell", "blest-3g-wlan", "--variant", "nope"]) == 2
+    assert "no variant 'nope'" in capsys.readouterr().err
