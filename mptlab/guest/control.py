@@ -76,6 +76,13 @@ from .config import ConfigError
 from .workload import load as load_workload
 
 BACKGROUND_DIR = "background"  # in the run dir: the output of `node cmd &`
+# Held (virtual time): the guest time a background command gets before the
+# reply, so that it is up (listening, say) when the next command runs.
+# Without it the start was a race with the host's SIGSTOP: `server iperf3 -s
+# &` then `client iperf3 -c server &` transferred in 1 session of 2 (the
+# server was started, or not, while the held server polled); starting costs
+# no guest time, so 100 ms is plenty.
+BACKGROUND_START_S = 0.1
 CHUNK = 1 << 14
 
 
@@ -307,6 +314,8 @@ class Server:
         log = logs / f"{node or 'guest'}-{len(self.background) + 1}.log"
         with open(log, "wb") as out:
             proc = self._popen(node, msg.get("cmd"), stdout=out, stderr=subprocess.STDOUT)
+        if self.hold:
+            time.sleep(BACKGROUND_START_S)
         self.background.append(proc)
         # spared when a `workload` is stopped (agent.stop_workload spares ctx.procs)
         self.ctx.procs.append(proc)
