@@ -98,6 +98,16 @@ class Pty:
     def type(self, line: str) -> None:
         os.write(self.master, line.encode() + b"\n")
 
+    def command(self, line: str, timeout: float = 60) -> str:
+        """Type ``line`` at the prompt and wait for the next one; what it printed."""
+        self.expect(r"mptlab> $", 10)  # the prompt is there: what is typed now is its line
+        self.type(line)
+        self.expect(re.escape(line) + r"\n", 10)
+        start = self.pos
+        end = self.expect(r"mptlab> $", timeout).start()
+        self.pos = end  # the prompt stays for the next command
+        return self.text[start:end]
+
     def close(self) -> None:
         os.close(self.master)
 
@@ -110,36 +120,28 @@ def test_a_shell_session_through_a_pty_leaves_nothing_behind(tmp_path):
     try:
         term.expect(r"clock: virtual .*held", 120)
         term.expect(r"mptlab> $", 10)
+        term.pos -= len("mptlab> ")
         run_dir = next(tmp_path.iterdir())
         guest = uml_processes(run_dir)
         assert guest, "no UML process for the shell's run dir"
 
         # across both paths: the server's address on each (by name: the first one)
-        term.type("client ping -c 2 server")
-        out = term.expect(r"(\d) received.*\n(?s:.*)mptlab> $", 60).group(1)
-        assert out == "2"
-        assert "PING 10.0.3.2" in term.text  # "server" became its first address
-        term.type("client ping -c 1 -I 10.0.5.1 10.0.8.2")
-        term.expect(r"1 received", 60)
+        out = term.command("client ping -c 2 server")
+        assert "PING 10.0.3.2" in out and "2 received" in out  # "server": its first address
+        assert "1 received" in term.command("client ping -c 1 -I 10.0.5.1 10.0.8.2")
         # a transfer in the background; guest time passes only while a command runs
-        term.type("server mptcpize run iperf3 -s &")
-        term.expect(r"started in the background", 20)
-        term.type("client mptcpize run iperf3 -c server -t 20 &")
-        term.expect(r"started in the background", 20)
+        assert "started in the background" in term.command("server mptcpize run iperf3 -s &")
+        out = term.command("client mptcpize run iperf3 -c server -t 20 &")
+        assert "started in the background" in out
         counters = []
         for _ in range(2):
-            term.type("client sleep 2")
-            term.expect(r"mptlab> $", 60)
-            mark = term.pos
-            term.type("server ss -tni")
-            term.expect(r"mptlab> $", 30)
-            counters.append(
-                sum(int(b) for b in re.findall(r"bytes_received:(\d+)", term.text[mark:]))
-            )
+            assert term.command("client sleep 2") == ""
+            out = term.command("server ss -tni")
+            counters.append(sum(int(b) for b in re.findall(r"bytes_received:(\d+)", out)))
         assert 0 < counters[0] < counters[1], counters  # they move
-        term.type("nosuch thing")
-        term.expect(r"unknown node or command: nosuch", 10)
+        assert "unknown node or command: nosuch" in term.command("nosuch thing")
         # Ctrl-C stops a command that would not end (SIGINT to it in the guest)
+        term.expect(r"mptlab> $", 10)
         term.type("client ping server")
         term.expect(r"icmp_seq=3 ", 30)
         os.write(term.master, b"\x03")
