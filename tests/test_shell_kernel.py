@@ -157,8 +157,14 @@ def test_a_shell_session_through_a_pty_leaves_nothing_behind(tmp_path):
         assert term.proc.wait(timeout=30) == 0
     finally:
         if term.proc.poll() is None:
-            os.killpg(term.proc.pid, signal.SIGKILL)
-            term.proc.wait()
+            # a test that failed: SIGTERM first (the shell stops its guest and
+            # removes UML's scratch dir), SIGKILL if that does not do
+            os.killpg(term.proc.pid, signal.SIGTERM)
+            try:
+                term.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                os.killpg(term.proc.pid, signal.SIGKILL)
+                term.proc.wait()
         term.close()
     assert uml_processes(run_dir) == []
     assert all(not Path(f"/proc/{p}").exists() for p in guest)
