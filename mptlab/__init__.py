@@ -13,6 +13,9 @@ The Python API (docs/python-api.md)::
     results = mptlab.run(exp, jobs=2)
     results.stats("goodput_mbps")
 
+    with mptlab.Network("blest-3g-wlan") as net:      # the topology up, no workload
+        print(net["client"].cmd("ping -c 2 " + net["server"].IP()))
+
 Its names are imported on first use, so that the guest, which imports
 ``mptlab.guest``, never pays for pydantic or pandas.
 """
@@ -27,6 +30,8 @@ __version__ = "0.2.0"
 _API = {
     "Experiment": "mptlab.api",
     "Results": "mptlab.api",
+    "Network": "mptlab.api",
+    "Node": "mptlab.api",
     "run": "mptlab.api",
     "experiments_of": "mptlab.api",
     "reproduce_all": "mptlab.api",
@@ -56,6 +61,8 @@ __all__ = [
     "KernelNotBuilt",
     "Live",
     "Metric",
+    "Network",
+    "Node",
     "Results",
     "SpecError",
     "Web",
@@ -66,7 +73,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
-    from .api import Experiment, Results, experiments_of, reproduce_all, run
+    from .api import Experiment, Network, Node, Results, experiments_of, reproduce_all, run
     from .campaign.kernel import KernelNotBuilt
     from .spec.metrics import Metric
     from .spec.workloads import Background, Blocks, Bulk, Cbr, Command, Dash, Idle, Live, Web

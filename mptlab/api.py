@@ -18,12 +18,17 @@ is made (``SpecError`` names the field); docs/python-api.md has the rest.
 from __future__ import annotations
 
 import copy
+import re
+import subprocess
+import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from . import home
 from .analysis import ingest, stats
 from .analysis import report as html_report
+from .campaign.control import ControlledGuest, GuestError
 from .campaign.kernel import KernelBuild, KernelNotBuilt, find_kernel
 from .campaign.progress import Progress, summary
 from .campaign.runner import Campaign, CampaignReport
@@ -34,7 +39,17 @@ from .spec.models import ExperimentSpec, Profile, TopologySpec
 from .spec.workloads import Background, Workload
 from .spec.yamlsrc import Source, SpecError, load
 
-__all__ = ["Experiment", "KernelNotBuilt", "Results", "experiments_of", "reproduce_all", "run"]
+__all__ = [
+    "Experiment",
+    "GuestError",
+    "KernelNotBuilt",
+    "Network",
+    "Node",
+    "Results",
+    "experiments_of",
+    "reproduce_all",
+    "run",
+]
 
 
 def _is_mininet_topo(value: Any) -> bool:
@@ -429,3 +444,249 @@ def reproduce_all(
         do_ingest=do_ingest,
     )
     return page.frame
+
+
+# ------------------------------------------------------------- a running topology
+class CommandFailed(subprocess.CalledProcessError):
+    """``Node.run(..., check=True)`` of a command that exited non-zero."""
+
+
+class Node:
+    """A node of a running ``Network``: a host, router or switch, i.e. a
+    network namespace of the guest (Mininet's ``net["h1"]``)."""
+
+    def __init__(self, net: Network, name: str, info: dict):
+        self.net = net
+        self.name = name
+        self.kind: str = info["kind"]  # host, router or switch
+        # (device, "address/prefix"), in link order; a switch's ports have no address
+        self.interfaces: list[tuple[str, str]] = [(d, a) for d, a in info["interfaces"]]
+
+    def __repr__(self) -> str:
+        intfs = " ".join(f"{d}:{a.split('/')[0]}" if a else d for d, a in self.interfaces)
+        return f"<{self.kind.capitalize()} {self.name}: {intfs}>"
+
+    @property
+    def addresses(self) -> list[str]:
+        """Its addresses (without prefix length), in interface order."""
+        return [a.split("/")[0] for _, a in self.interfaces if a]
+
+    def IP(self, intf: str | None = None) -> str | None:  # noqa: N802 - Mininet's name
+        """The address of interface ``intf`` (default: its first), as Mininet's ``IP()``."""
+        for dev, addr in self.interfaces:
+            if addr and (intf is None or dev == intf):
+                return addr.split("/")[0]
+        return None
+
+    def cmd(self, command: str | Sequence[str], timeout: float | None = None) -> str:
+        """Run ``command`` (a ``sh -c`` line, or an argv list) in this node's
+        namespace and return its output, stdout and stderr as they came
+        (Mininet's ``cmd``).  ``timeout``: guest seconds, then it is killed."""
+        return self.net._run(self.name, command, merge=True, timeout=timeout).stdout
+
+    def run(
+        self, command: str | Sequence[str], timeout: float | None = None, check: bool = False
+    ) -> subprocess.CompletedProcess:
+        """Like ``cmd``, stdout and stderr apart, with the exit status
+        (``check``: ``CommandFailed`` when it is not 0)."""
+        done = self.net._run(self.name, command, merge=False, timeout=timeout)
+        if check and done.returncode != 0:
+            raise CommandFailed(done.returncode, done.args, done.stdout, done.stderr)
+        return done
+
+    def background(self, command: str) -> Path:
+        """Start ``command`` and return at once; its output goes to the file
+        returned (in the run dir); it is killed when the network stops."""
+        return self.net._background(self.name, command)
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.,=+@%-]", "_", text)
+
+
+class Network:
+    """An experiment's topology, up in a guest, to probe by hand or by script:
+
+        with mptlab.Network("blest-3g-wlan", variant="scheduler=blest") as net:
+            print(net["client"].cmd("ping -c 2 " + net["server"].IP()))
+            net["server"].cmd("ss -tni")
+
+    The guest is set up as a run of the variant is (modules, network, netem
+    seeds, kernel knobs: ``mptlab.guest.agent.set_up``) but runs no workload
+    (``workload()`` runs it once).  It stops at the end of the ``with``
+    block, also on an exception: no guest process is left, only the run dir
+    (``run_dir``: the console, the guest's logs, background output).
+    ``experiment``: an ``Experiment``, a name of experiments.yaml or a
+    campaign file; ``variant``: a name as ``mptlab show`` prints it
+    (default: the first); ``clock``: ``real`` or ``virtual`` (default: the
+    experiment's; under virtual time guest time runs on while the guest
+    waits for the next command); ``quick``: the short workload
+    (``mptlab run --quick``); ``out``: where the run dir goes (default
+    ``./results/shell``)."""
+
+    def __init__(
+        self,
+        experiment: Experiment | str | Path,
+        variant: str | None = None,
+        *,
+        clock: Clock | None = None,
+        quick: bool = False,
+        seed: int = 1,
+        out: Path | str | None = None,
+        kernel: KernelBuild | None = None,
+    ):
+        exp = experiment if isinstance(experiment, Experiment) else Experiment.from_yaml(experiment)
+        if clock is not None:
+            if clock not in CLOCKS:
+                raise SpecError(f"clock {clock!r}: use one of {', '.join(CLOCKS)}")
+            exp = exp.replace(clock=clock)
+        self.experiment = exp
+        self.variants = [v for v, _ in exp.variants()]
+        self.variant = variant if variant is not None else self.variants[0]
+        if self.variant not in self.variants:
+            raise SpecError(
+                f"{exp.name}: no variant {self.variant!r}; variants: {', '.join(self.variants)}"
+            )
+        runs = exp.runs(quick=quick, repetitions=1, seed=seed)
+        self.spec: RunSpec = next(r for r in runs if r.variant == self.variant)
+        self.clock: Clock = self.spec.config.get("clock", "virtual")
+        root = Path(out) if out is not None else home.results_dir() / "shell"
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        base = root / _slug(f"{exp.name}-{self.variant}-{stamp}")
+        self.run_dir = base
+        k = 1
+        while self.run_dir.exists():
+            k += 1
+            self.run_dir = base.with_name(f"{base.name}-{k}")
+        self._kernel = kernel
+        self._guest: ControlledGuest | None = None
+        self.info: dict = {}
+        self.nodes: dict[str, Node] = {}
+
+    def __repr__(self) -> str:
+        state = "up" if self._guest is not None else "down"
+        return f"Network({self.experiment.name!r}, variant={self.variant!r}, {state})"
+
+    # ------------------------------------------------------------ life
+    def start(self) -> Network:
+        """Boot the guest and build the topology (``GuestError`` if it failed)."""
+        if self._guest is not None:
+            return self
+        kernel = self._kernel or find_kernel()
+        guest = ControlledGuest(self.spec, self.run_dir, kernel)
+        self.info = guest.start()
+        self._guest = guest
+        self.nodes = {name: Node(self, name, data) for name, data in self.info["nodes"].items()}
+        return self
+
+    def stop(self) -> None:
+        """Tear it down: the guest powers off and is reaped (idempotent)."""
+        guest, self._guest = self._guest, None
+        if guest is not None:
+            guest.stop()
+
+    def __enter__(self) -> Network:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # ------------------------------------------------------------ nodes
+    def __getitem__(self, name: str) -> Node:
+        if name not in self.nodes:
+            known = ", ".join(self.nodes) or "none: the network is not started"
+            raise KeyError(f"no node {name!r}; nodes: {known}")
+        return self.nodes[name]
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.nodes
+
+    @property
+    def hosts(self) -> list[Node]:
+        return [n for n in self.nodes.values() if n.kind == "host"]
+
+    @property
+    def client(self) -> Node:
+        return self[self.info["client"]]
+
+    @property
+    def server(self) -> Node:
+        return self[self.info["server"]]
+
+    @property
+    def links(self) -> list[dict]:
+        """Every link: its two ends (node, device) and each direction's shape in words."""
+        return list(self.info.get("links", []))
+
+    # ------------------------------------------------------------ requests
+    def _request(self, op: str, on_output: Callable[[str, str], None] | None = None, **fields):
+        if self._guest is None:
+            raise GuestError("the network is not started (use `with mptlab.Network(...)`)")
+        reply = self._guest.request(op, on_output, **fields)
+        if "error" in reply and "rc" not in reply:
+            raise GuestError(f"{op}: {reply['error']}")
+        return reply
+
+    def _run(
+        self,
+        node: str | None,
+        command: str | Sequence[str],
+        *,
+        merge: bool,
+        timeout: float | None = None,
+        on_output: Callable[[str, str], None] | None = None,
+    ) -> subprocess.CompletedProcess:
+        cmd = command if isinstance(command, str) else [str(a) for a in command]
+        parts: dict[str, list[str]] = {"out": [], "err": []}
+
+        def collect(stream: str, text: str) -> None:
+            parts[stream].append(text)
+            if on_output is not None:
+                on_output(stream, text)
+
+        reply = self._request("run", collect, node=node, cmd=cmd, merge=merge, timeout=timeout)
+        if reply.get("interrupted"):
+            raise KeyboardInterrupt(f"{node}: {command!r} interrupted")
+        return subprocess.CompletedProcess(
+            cmd, reply["rc"], "".join(parts["out"]), "".join(parts["err"])
+        )
+
+    def _background(self, node: str | None, command: str) -> Path:
+        reply = self._request("background", node=node, cmd=command)
+        return self.run_dir / reply["log"]
+
+    def sh(self, command: str | Sequence[str], timeout: float | None = None) -> str:
+        """Run a command in the guest's initial namespace (no node's), output as ``cmd``."""
+        return self._run(None, command, merge=True, timeout=timeout).stdout
+
+    def set_scheduler(self, name: str) -> None:
+        """``net.mptcp.scheduler`` in the client's and the server's namespaces,
+        where a run sets it (every module of the kernel build is loaded)."""
+        for node in (self.info["client"], self.info["server"]):
+            done = self[node].run(["sysctl", "-qw", f"net.mptcp.scheduler={name}"])
+            if done.returncode != 0:
+                raise GuestError(
+                    f"{node}: scheduler {name!r}: {done.stderr.strip()}; "
+                    f"available: {' '.join(self.schedulers())}"
+                )
+
+    def schedulers(self) -> list[str]:
+        """The schedulers registered in the guest kernel now."""
+        return self.sh("sysctl -n net.mptcp.available_schedulers").split()
+
+    def load(self, module: str | Path, **params: object) -> list[str]:
+        """Load a kernel module file (a scheduler or congestion control of
+        your own) with parameters; the schedulers registered afterwards."""
+        reply = self._request("load", path=str(module), params=params)
+        return list(reply.get("schedulers", []))
+
+    def workload(self) -> dict:
+        """Run the experiment's workload once, as a run would (without the
+        background flows and the traces); its metrics."""
+        from .campaign import content
+
+        content.prepare(self.spec)  # web pages, videos: made on the host, once
+        reply = self._request("workload")
+        if reply.get("rc") != 0:
+            raise GuestError(f"workload: {reply.get('error', reply)}")
+        return dict(reply.get("metrics") or {})

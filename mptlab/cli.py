@@ -7,6 +7,7 @@ mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--r
                      [--retry-starved] [--cluster ADDRESS] [--clock real|virtual]
 mptlab nightly NAME... [--publish] | --accept [S]  the nightly set: run, compare, record, publish
 mptlab bisect NAME --good REV --bad REV            the first commit that changed a result
+mptlab shell NAME|FILE [--variant V] [--clock C]   the topology up, a Mininet-like prompt
 mptlab ingest|query|stats|report|reproduce|compare|pcap ...  analysis (mptlab.analysis.cli)
 mptlab reproduce --all [--results ROOT] [--run --reps N]   one page over every paper's claims
 """
@@ -19,6 +20,7 @@ import sys
 from pathlib import Path
 
 from . import api, home, nightly
+from . import shell as shell_cmd
 from .analysis import cli as analysis_cli
 from .campaign.boot import ConfinementError
 from .campaign.cluster import ClusterError
@@ -316,6 +318,7 @@ def parser() -> argparse.ArgumentParser:
     p.set_defaults(func=analysis_cli.bad_input_is_spec_error(cmd_nightly))
 
     bisect_cmd.add_parser(sub)
+    shell_cmd.add_parser(sub)
 
     analysis_cli.add_subcommands(
         sub,

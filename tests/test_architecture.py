@@ -212,7 +212,9 @@ def test_the_only_imports_by_name_are_the_plugin_seams():
     assert set(named) <= DYNAMIC, named
 
 
-@pytest.mark.parametrize("guest_module", ["mptlab.guest.agent", "mptlab.workloads.helpers.httpd"])
+@pytest.mark.parametrize(
+    "guest_module", ["mptlab.guest.agent", "mptlab.guest.control", "mptlab.workloads.helpers.httpd"]
+)
 def test_the_guest_imports_no_pydantic_pandas_or_numpy(guest_module):
     # pydantic alone costs ~1 s of host CPU to import in a UML guest
     workloads = ["bulk", "cbr", "blocks", "web", "dash", "live", "idle", "background", "command"]

@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import compileall
 import contextlib
+import math
 import os
 import re
 import shutil
@@ -133,6 +134,12 @@ CONFINE_ENV = "MPTLAB_CONFINE"  # "off": guests unconfined (docs/deployment.md)
 # and a run's results with it (docs/reproduction.md, "results root").  At a
 # fixed guest path the guest does the same work for every results root.
 GUEST_RUN_DIR = "/run/mptlab/rundir"
+# The guest's end of a control channel (``boot(channel=...)``): UML's second
+# console line, bound to two host pipes (``con1=fd:R,fd:W``).  No network
+# device and no file: a pipe needs nothing the confinement forbids
+# (launch.py passes the descriptors through its exec) and works under both
+# clocks (input arrives as an interrupt, SIGIO, also while time travels).
+CHANNEL_TTY = "/dev/tty1"
 
 
 # The run dir's host path reaches the guest on the kernel command line, and
@@ -373,12 +380,16 @@ def command_line(
     clock: Clock = "real",
     rng_seed: int | None = None,
     host_ro: list[Path] | None = None,
+    channel: tuple[int, int] | None = None,
 ) -> list[str]:
     """The UML command line for one guest (exposed for docs and debugging).
     ``rng_seed`` (virtual clock only): the guest kernel's randomness comes
     from it alone (kernel patch 0006), so that a run repeats exactly.
     ``host_ro``: more host dirs the guest reads (a workload module of the
-    user's own): under /tmp they are mounted back (``hidden_host_dirs``)."""
+    user's own): under /tmp they are mounted back (``hidden_host_dirs``).
+    ``channel``: host file descriptors (read, write) that become the guest's
+    second console, ``/dev/tty1`` (``CHANNEL_TTY``): the control channel of
+    ``mptlab.campaign.control``."""
     args = [
         str(kernel.linux),
         f"mem={mem_mb}M",
@@ -389,6 +400,7 @@ def command_line(
         "quiet",
         "con=null",
         "con0=null,fd:1",
+        *([f"con1=fd:{channel[0]},fd:{channel[1]}"] if channel is not None else []),
         f"umid={umid}",
         f"uml_dir={uml_dir}",
         *SIZING_ARGS,
@@ -500,19 +512,24 @@ def boot(
     run_dir: Path,
     entry: str | Path,
     *,
-    timeout: float,
+    timeout: float | None,
     mem_mb: int = 256,
     env: dict[str, str] | None = None,
     clock: Clock = "real",
     cancel: threading.Event | None = None,
     rng_seed: int | None = None,
     host_ro: list[Path] | None = None,
+    channel: tuple[int, int] | None = None,
+    on_start: Callable[[int], None] | None = None,
 ) -> BootResult:
     """Boot a guest that runs ``entry`` with ``run_dir`` writable; wait at most
     ``timeout`` s (real clock), or let it run ``timeout`` s of guest time
-    (virtual clock: within ``wall_limit(timeout)`` s of wall time).  ``cancel``
+    (virtual clock: within ``wall_limit(timeout)`` s of wall time); None: no
+    limit (an interactive guest: ``cancel`` ends it).  ``cancel``
     set: the guest is killed within ``CPU_SAMPLE_S`` and ``Interrupted`` raised.
-    ``host_ro``: host dirs the guest must see (``command_line``)."""
+    ``host_ro``: host dirs the guest must see (``command_line``).
+    ``channel``: see ``command_line``; the descriptors are passed to the guest.
+    ``on_start``: called with the UML kernel's host PID once it is started."""
     run_dir = Path(run_dir).resolve()
     entry = str(entry)
     clock = check_clock(clock)
@@ -542,7 +559,8 @@ def boot(
     with contextlib.suppress(RuntimeError):
         guest_env[spin.ENV] = str(spin.build(home.cache_dir()))
     if clock == "virtual":
-        guest_env["MPTLAB_GUEST_TIMEOUT"] = f"{timeout:.3f}"
+        if timeout is not None:
+            guest_env["MPTLAB_GUEST_TIMEOUT"] = f"{timeout:.3f}"
         guest_env[spin.VIRTUAL_ENV] = "1"
         host_cpu = CPUS.acquire()
         try:
@@ -550,7 +568,7 @@ def boot(
         except FileNotFoundError:
             CPUS.release(host_cpu)
             raise
-    limit = wall_limit(timeout, clock)
+    limit = wall_limit(timeout, clock) if timeout is not None else math.inf
     attempt = uuid.uuid4().hex[:12]
     umid = "mptlab-" + attempt
     confine = confined()
@@ -568,6 +586,7 @@ def boot(
         clock=clock,
         rng_seed=rng_seed,
         host_ro=host_ro,
+        channel=channel,
     )
     console = run_dir / CONSOLE_LOG
     started = time.monotonic()
@@ -581,8 +600,11 @@ def boot(
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own group: killed as one, not by the terminal's ^C
                 cwd=run_dir,
+                pass_fds=channel or (),
             )
             tree = TreeCPU(proc.pid)
+            if on_start is not None:
+                on_start(proc.pid)
             try:
                 deadline = started + limit
                 while True:

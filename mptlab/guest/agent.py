@@ -559,6 +559,59 @@ def read_run(run_dir: RunDir) -> tuple[RunSpec, GuestRun]:
     return spec, GuestRun.from_spec(spec)
 
 
+def set_up(ctx: Context, run_dir: RunDir) -> None:
+    """Everything before the traces: check the clock, load the modules, build
+    the network, seed netem, set the kernel knobs, write the provenance.
+    The agent's runs and the control server's topologies
+    (``mptlab.guest.control``, ``mptlab shell``) are set up by this one function."""
+    run = ctx.run
+    clock = guest_clock()
+    ctx.log(f"run {run.experiment} {run.run_id} seed {run.seed} clock {clock}")
+    if clock != run.config.clock:
+        raise RuntimeError(
+            f"the run asks for clock {run.config.clock} but the guest runs on "
+            f"{clock} time: the host that booted it ignores clock: (an older mptlab?)"
+        )
+    kernel = run.config.kernel
+    hashes = modules.load_schedulers(
+        scheduler=kernel.scheduler,
+        params=dict(kernel.scheduler_params),
+        cc=kernel.congestion_control,
+        cc_params=dict(kernel.congestion_params),
+    )
+    pm = kernel.path_manager
+    ctx.net = build(
+        ctx.plan,
+        ctx.client,
+        ctx.server,
+        subflows=pm.subflows,
+        add_addr_accepted=pm.add_addr_accepted,
+        net=Net(log=ctx.log),
+    )
+    # netem's losses and jitter: drawn from the run's seed, the same at every rerun
+    netem_seeds = ctx.net.seed_netem(run.seed)
+    applied = configure(ctx)
+    run_dir.write_provenance(
+        {
+            "kernel": os.uname().release,
+            "clock": clock,
+            "modules_sha256": hashes,
+            "settings": applied,
+            # read back from /sys/module: what the modules under test run with
+            "module_params": {
+                modules.module_of(name): modules.read_params(modules.module_of(name), params)
+                for name, params in (
+                    (kernel.scheduler, dict(kernel.scheduler_params)),
+                    (kernel.congestion_control, dict(kernel.congestion_params)),
+                )
+                if params
+            },
+            "netem_seeds": netem_seeds,
+            "attempt": os.environ.get(rundir.ATTEMPT_ENV),
+        }
+    )
+
+
 def _run(run_dir: RunDir, state: dict) -> int:
     started = time.time()
     try:
@@ -578,51 +631,7 @@ def _run(run_dir: RunDir, state: dict) -> int:
     result: dict = {"status": rundir.RESULT_ERROR, "started": started}
     outcome: WorkloadOutcome | None = None
     try:
-        clock = guest_clock()
-        ctx.log(f"run {run.experiment} {run.run_id} seed {run.seed} clock {clock}")
-        if clock != run.config.clock:
-            raise RuntimeError(
-                f"the run asks for clock {run.config.clock} but the guest runs on "
-                f"{clock} time: the host that booted it ignores clock: (an older mptlab?)"
-            )
-        kernel = run.config.kernel
-        hashes = modules.load_schedulers(
-            scheduler=kernel.scheduler,
-            params=dict(kernel.scheduler_params),
-            cc=kernel.congestion_control,
-            cc_params=dict(kernel.congestion_params),
-        )
-        pm = kernel.path_manager
-        ctx.net = build(
-            ctx.plan,
-            ctx.client,
-            ctx.server,
-            subflows=pm.subflows,
-            add_addr_accepted=pm.add_addr_accepted,
-            net=Net(log=ctx.log),
-        )
-        # netem's losses and jitter: drawn from the run's seed, the same at every rerun
-        netem_seeds = ctx.net.seed_netem(run.seed)
-        applied = configure(ctx)
-        run_dir.write_provenance(
-            {
-                "kernel": os.uname().release,
-                "clock": clock,
-                "modules_sha256": hashes,
-                "settings": applied,
-                # read back from /sys/module: what the modules under test run with
-                "module_params": {
-                    modules.module_of(name): modules.read_params(modules.module_of(name), params)
-                    for name, params in (
-                        (kernel.scheduler, dict(kernel.scheduler_params)),
-                        (kernel.congestion_control, dict(kernel.congestion_params)),
-                    )
-                    if params
-                },
-                "netem_seeds": netem_seeds,
-                "attempt": os.environ.get(rundir.ATTEMPT_ENV),
-            }
-        )
+        set_up(ctx, run_dir)
         start_traces(ctx)
         background = None
         if run.config.background:
