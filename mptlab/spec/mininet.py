@@ -57,12 +57,12 @@ import contextlib
 import importlib
 import importlib.util
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from .models import MininetTopology, Profile, TopologySpec, adapter
 from .plan import path_slot
+from .usercode import search_path
 
 # addLink option -> the shape field it sets (and how the value converts)
 SHAPE_OPTIONS = {
@@ -250,18 +250,6 @@ def name_of(topo: Any) -> str:
     return f"mininet:{cls.__module__}:{cls.__qualname__}"
 
 
-@contextlib.contextmanager
-def _search(dirs: list[Path]) -> Iterator[None]:
-    added = [str(d) for d in dirs if str(d) not in sys.path]
-    sys.path[:0] = added
-    try:
-        yield
-    finally:
-        for d in added:
-            with contextlib.suppress(ValueError):
-                sys.path.remove(d)
-
-
 def load(ref: MininetTopology, search: list[Path]) -> TopologySpec:
     """The topology of ``{mininet: "module:Class", args: {...}}``: the class
     imported (``search`` dirs first: the YAML file's, then ``topologies/``)
@@ -270,7 +258,7 @@ def load(ref: MininetTopology, search: list[Path]) -> TopologySpec:
     if not sep or not module_name or not class_name:
         raise ValueError(f"mininet: {ref.mininet!r}: give module:Class, e.g. mytopo:TwoPaths")
     import_mininet()
-    with _search(search):
+    with search_path(search):
         try:
             module = importlib.import_module(module_name)
         except ImportError as exc:

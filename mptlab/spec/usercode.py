@@ -52,7 +52,9 @@ def is_ref(value: str) -> bool:
 
 
 @contextlib.contextmanager
-def _search(dirs: list[Path]) -> Iterator[None]:
+def search_path(dirs: list[Path]) -> Iterator[None]:
+    """``dirs`` first on ``sys.path`` for the block (a user's module next to
+    the YAML that names it); taken off again after it."""
     added = [str(d) for d in dirs if str(d) not in sys.path]
     sys.path[:0] = added
     try:
@@ -70,7 +72,7 @@ def resolve(ref: str, search: list[Path]) -> tuple[Any, Path]:
         raise ValueError(f"{ref!r}: give module:Name (e.g. mywork:Ping), the module on the path")
     module_name, name = ref.split(":")
     dirs = [Path(d) for d in search]
-    with _search(dirs):
+    with search_path(dirs):
         try:
             module = importlib.import_module(module_name)
         except ModuleNotFoundError as exc:
