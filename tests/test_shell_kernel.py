@@ -126,8 +126,10 @@ def test_a_shell_session_through_a_pty_leaves_nothing_behind(tmp_path):
         assert guest, "no UML process for the shell's run dir"
 
         # across both paths: the server's address on each (by name: the first one)
-        out = term.command("client ping -c 2 server")
-        assert "PING 10.0.3.2" in out and "2 received" in out  # "server": its first address
+        # the first path (WLAN) loses 1 % each way: 2 of 3 echoes at least
+        out = term.command("client ping -c 3 server")
+        assert "PING 10.0.3.2" in out  # "server": its first address
+        assert re.search(r"[23] received", out), out
         assert "1 received" in term.command("client ping -c 1 -I 10.0.5.1 10.0.8.2")
         # a transfer in the background; guest time passes only while a command runs
         assert "started in the background" in term.command("server mptcpize run iperf3 -s &")
@@ -183,7 +185,7 @@ def test_network_handles_probe_the_topology_and_tear_down_on_an_exception(tmp_pa
         assert set(net.nodes) >= {"client", "server", "r1c", "r2s"}
         client, server = net["client"], net.server
         assert client.IP() == "10.0.0.1" and server.addresses == ["10.0.3.2", "10.0.8.2"]
-        assert "2 received" in client.cmd(f"ping -c 2 -i 0.2 {server.IP()}")
+        assert re.search(r"[23] received", client.cmd(f"ping -c 3 -i 0.2 {server.IP()}"))
         assert "1 received" in client.cmd(["ping", "-c", "1", "-I", "10.0.5.1", "10.0.8.2"])
         done = server.run("ip -br addr; echo oops >&2; exit 3")
         assert done.returncode == 3 and done.stderr == "oops\n"
