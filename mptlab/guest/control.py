@@ -74,6 +74,7 @@ from ..spec.shapes import Shape
 from . import agent, modules
 from .config import ConfigError
 from .workload import load as load_workload
+from .workload import settle_clock
 
 BACKGROUND_DIR = "background"  # in the run dir: the output of `node cmd &`
 # Held (virtual time): the guest time a background command gets before the
@@ -464,23 +465,6 @@ class Server:
             self.check_deadline()
 
 
-# The guest's monotonic clock at the prompt, at least: a virtual-time guest
-# boots in ~0 s of guest time, and iputils' ping (20221126) takes a clock
-# reading whose tv_sec is 0 for "not started yet": at an uptime below 1 s
-# every reply restarted its pacing and `client ping -c 3 server` sent its
-# probes back to back (3 in 150 ms on blest-3g-wlan, strace: no wait
-# between a reply and the next send); from 1 s on it keeps its 1 s interval.
-# Virtual time: free; real time: the rest of the first second.
-SETTLE_S = 1.5
-
-
-def settle_clock(at_least: float = SETTLE_S) -> None:
-    """Sleep until the guest's monotonic clock reads ``at_least`` s."""
-    left = at_least - time.monotonic()
-    if left > 0:
-        time.sleep(left)
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = argv if argv is not None else sys.argv[1:]
     hold = "--hold" in argv
@@ -493,7 +477,7 @@ def main(argv: list[str] | None = None) -> int:
         spec, run = agent.read_run(run_dir)
         ctx = agent.Context(run_dir, spec, run)
         agent.set_up(ctx, run_dir)
-        settle_clock()
+        settle_clock()  # the prompt at 1.5 s of uptime at least (ping: guest/workload.py)
         info = hello(ctx)
     except (ConfigError, Exception) as exc:  # noqa: BLE001 - the host shows it
         traceback.print_exc()

@@ -60,7 +60,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ..guest.netlab import listening
-from ..guest.workload import WorkloadError
+from ..guest.workload import WorkloadError, settle_clock
 from ..spec.metrics import Metric
 from .helpers.common import endpoints, mptcpize
 
@@ -197,6 +197,7 @@ def run_pair(
     """The lifecycle of a client/server pair (the module docstring); its
     outputs.  ``timeout`` (s; None: the run's timeout) bounds the client;
     ``partial``: the metrics a failed run keeps (from its outputs)."""
+    settle_clock()  # the user's tools may take an uptime below 1 s for "no time yet"
     limit = timeout if timeout is not None else ctx.config.timeout / 1000
     prefix = mptcpize(ctx) if mptcp else []
     env = environment(ctx, port)
