@@ -136,11 +136,14 @@ def _kill_group(proc: subprocess.Popen | None, sig: int = signal.SIGKILL) -> Non
         os.killpg(proc.pid, sig)
 
 
-def _stop(proc: subprocess.Popen, grace: float) -> None:
-    """Let ``proc`` end by itself for ``grace`` s, then SIGTERM, then SIGKILL its group."""
+def _stop(proc: subprocess.Popen, grace: float) -> bool:
+    """Let ``proc`` end by itself for ``grace`` s, then SIGTERM, then SIGKILL its
+    group; whether it ended by itself."""
+    ended = True
     try:
         proc.wait(timeout=grace)
     except subprocess.TimeoutExpired:
+        ended = False
         _kill_group(proc, signal.SIGTERM)
         try:
             proc.wait(timeout=3)
@@ -148,6 +151,7 @@ def _stop(proc: subprocess.Popen, grace: float) -> None:
             _kill_group(proc)
             proc.wait()
     _kill_group(proc)  # what it left behind
+    return ended
 
 
 def _wait_ready(
@@ -224,18 +228,7 @@ def run_pair(
             proc = ctx.net.popen(
                 ctx.client, argv, stdout=out, stderr=err, env=env, start_new_session=True
             )
-        timed_out = False
-        try:
-            proc.wait(timeout=limit)
-        except subprocess.TimeoutExpired:
-            timed_out = True
-            _kill_group(proc, signal.SIGTERM)
-            try:
-                proc.wait(timeout=3)
-            except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                proc.wait()
-        _kill_group(proc)
+        timed_out = not _stop(proc, limit)
         seconds = time.monotonic() - started
         ctx.mark("workload_end")
     finally:
