@@ -161,11 +161,13 @@ RESULT["fixed64"] = transfer(loss=5, fec_a=2, fec_b=2, ratio=64, nbytes=2 << 20,
     # the threshold (ss "reordering") follows cwnd, not the block of 64
     ss = fec["ss"]
     assert len(ss) >= 10, ss
-    # cwnd may halve between samples; right after an RTO (cwnd 1) a sample can
-    # still see the threshold of before, and the next one has followed (seen
-    # once in 230 samples, 2026-11-27: [24, 23], [1, 23], [2, 3])
+    # cwnd may halve between samples; after an RTO a sample can still see the
+    # threshold of before, and the next one has followed: right after it
+    # (cwnd 1; once in 230 samples, 2026-11-27: [24, 23], [1, 23], [2, 3]) or
+    # when slow start has grown cwnd again (once in 300, a later realisation
+    # of the same day: [37, 36], [16, 37], [14, 13], 2 RTOs in the run).  A
+    # threshold stuck at the block's 65 would lag in every sample after it.
     lag = [i for i, (c, r) in enumerate(ss) if r > max(3, 2 * c)]
-    assert all(ss[i][0] == 1 for i in lag), ss
     assert all(i + 1 < len(ss) and ss[i + 1][1] <= max(3, 2 * ss[i + 1][0]) for i in lag), ss
     assert len(lag) <= len(ss) // 20, ss
     assert max(r for _, r in ss) < 65, ss
