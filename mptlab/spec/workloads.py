@@ -23,6 +23,16 @@ from .metrics import UNITS, Metric
 from .units import Duration, Rate, Size
 
 
+def _regex(v: str | None) -> str | None:
+    """``v`` if it compiles as a Python regex (None passes)."""
+    if v is not None:
+        try:
+            re.compile(v)
+        except re.error as exc:
+            raise ValueError(f"not a regex: {exc}") from None
+    return v
+
+
 class Workload(BaseModel):
     """A workload's parameters (the YAML's ``workload:`` mapping without ``type``)."""
 
@@ -252,12 +262,7 @@ class CommandMetric(BaseModel):
     @field_validator("regex")
     @classmethod
     def _compiles(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                re.compile(v)
-            except re.error as exc:
-                raise ValueError(f"not a regex: {exc}") from None
-        return v
+        return _regex(v)
 
     @field_validator("unit")
     @classmethod
@@ -323,12 +328,7 @@ class Command(Workload):
     @field_validator("ready")
     @classmethod
     def _ready(cls, v: str | None) -> str | None:
-        if v is not None:
-            try:
-                re.compile(v)
-            except re.error as exc:
-                raise ValueError(f"not a regex: {exc}") from None
-        return v
+        return _regex(v)
 
     @model_validator(mode="after")
     def _consistent(self):
