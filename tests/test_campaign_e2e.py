@@ -54,6 +54,9 @@ def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path, kerne
         result = json.loads((run / "result.json").read_text())
         prov = json.loads((run / "guest-provenance.json").read_text())
         assert info["status"] == "ok" and spec["config"]["kernel"]["scheduler"] == "blest"
+        # a run of ~1 s of wall time has its host CPU counted (it measured 0
+        # while the CPU was only sampled, once a second: boot.TreeCPU)
+        assert 0.2 < info["host_cpu_s"] < 10 * info["seconds"]
         assert result["metrics"]["bytes_received"] > 3 * 2**20
         assert 0 < result["metrics"]["goodput_mbps"] < 35  # 25 + 5 Mbit/s of bottlenecks
         data_subflows = [s for s in result["kernel"]["subflows"] if s["bytes_sent"] > 100_000]
