@@ -44,6 +44,9 @@ def rows() -> list[tuple[str, dict]]:
         ("background by D-ITG", {"background": [{**BACKGROUND, "generator": "d-itg"}]}),
         ("no background", {"background": []}),
         ("no traces", {"traces": NO_TRACES}),
+        ("no subflow samples", {"traces": {"ss_interval": None}}),
+        ("no connection samples", {"traces": {"ofo_interval": None}}),
+        ("no OFO events", {"traces": {"ofo_events": False}}),
         ("neither", {"background": [], "traces": NO_TRACES}),
         (
             "idle (boot, network, teardown)",
@@ -113,7 +116,10 @@ def main() -> None:
         parts = [
             f"- background (mptlab's replayer): {by['as shipped'] - by['no background']:.1f} s; "
             f"with D-ITG: {by['background by D-ITG'] - by['no background']:.1f} s",
-            f"- traces (sampler, OFO events): {by['as shipped'] - by['no traces']:.1f} s",
+            f"- traces (sampler, OFO events): {by['as shipped'] - by['no traces']:.1f} s; "
+            f"of which subflow samples {by['as shipped'] - by['no subflow samples']:.1f} s, "
+            f"connection samples {by['as shipped'] - by['no connection samples']:.1f} s, "
+            f"OFO events {by['as shipped'] - by['no OFO events']:.1f} s",
             f"- the 64 MiB transfer itself: {by['neither'] - by['idle (boot, network, teardown)']:.1f} s",
             f"- boot, network build, teardown: {by['idle (boot, network, teardown)']:.1f} s",
         ]

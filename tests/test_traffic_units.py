@@ -616,3 +616,24 @@ def test_background_payloads_fit_one_packet(tmp_path):
             "{type: idle, duration: 1s}",
             "      - {preset: fec, tcp_flows: 1, udp_flows: 1, seed: 1, packet_size: 1400}\n",
         ).expand("t")
+
+
+@pytest.mark.parametrize(("lo", "hi"), [(600, 1400), (1, 1), (0, 7), (5, 2**40)])
+def test_drawn_sizes_are_randint_s_own_values(lo, hi):
+    """uniform_ints writes randint's draw out: the same values, so the same
+    schedules (and runs) as before it."""
+    a, b = random.Random(7), random.Random(7)
+    assert background.uniform_ints(a, lo, hi, 2000) == [b.randint(lo, hi) for _ in range(2000)]
+    assert a.random() == b.random()  # and the stream goes on in step
+    with pytest.raises(ValueError, match="empty range"):
+        background.uniform_ints(a, 3, 2, 1)
+
+
+def test_poisson_times_are_expovariate_s_own_values():
+    a, b = random.Random(11), random.Random(11)
+    got = background.poisson_times(a, 157.0, 2.0, 30.0)
+    want, t = [], 2.0 + b.expovariate(157.0)
+    while t < 30.0:
+        want.append(t)
+        t += b.expovariate(157.0)
+    assert got == want and len(got) > 4000 and a.random() == b.random()
