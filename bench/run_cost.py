@@ -14,11 +14,22 @@ first in one thing:
 - *background by D-ITG*: ``generator: d-itg`` (the paper's tool) instead of
   mptlab's replayer (docs/workloads.md, "Background traffic");
 - *no background*, *no traces* (no sampler, no OFO events), *neither*;
+- *no subflow samples*, *no connection samples*, *no OFO events*: one
+  part of the traces taken away;
 - *idle*: the same topology with an idle workload of 1 s and no traces:
   boot, network build, teardown.
 
 The parts' costs are differences between rows; the same seed in every row,
 so a row's goodput differs from the first only through what was taken away.
+A row that changes what the guest does (traces, background) also changes
+the run's realisation, so its guest time differs: CPU per 100 s of guest
+time is shown beside the CPU.
+
+The rows are interleaved (every row's first run, then every row's second,
+...): on this shared 2-CPU virtual machine the same run (same seed, same
+realisation to the last byte) took 3.6 to 5.8 s of host CPU within an
+hour, the speed of the machine drifting; run after run, a row would carry
+the drift of its minutes.
 """
 
 from __future__ import annotations
@@ -26,6 +37,7 @@ from __future__ import annotations
 import os
 import statistics
 import tempfile
+import time
 from pathlib import Path
 
 import mptlab
@@ -55,17 +67,30 @@ def rows() -> list[tuple[str, dict]]:
     ]
 
 
-def measure(out: Path, label: str, changes: dict, reps: int) -> dict:
-    exp = mptlab.Experiment.from_yaml(NAME).replace(
+def speed_probe() -> float:
+    """CPU seconds of a fixed piece of pure-Python work (~0.3 s on this
+    machine at its faster): taken in every pass, it shows how the
+    machine's own speed moved while the rows ran."""
+    start = time.process_time()
+    acc = 0
+    for i in range(3_000_000):
+        acc = (acc + i * i) % 1_000_003
+    return time.process_time() - start
+
+
+def _experiment(changes: dict) -> mptlab.Experiment:
+    return mptlab.Experiment.from_yaml(NAME).replace(
         matrix={"kernel.scheduler": ["minrtt_pr"]},
         variants=[],
         expect=[],
         clock="virtual",
         **changes,
     )
-    results = mptlab.run(exp, jobs=1, repetitions=reps, out=out, progress=False)
-    cpu, wall, guest, goodput, ok = [], [], [], [], 0
-    for run_dir in CampaignDir(results.path).run_dirs():
+
+
+def summarise(out: Path, label: str, reps: int) -> dict:
+    cpu, wall, guest, goodput, per100, ok = [], [], [], [], [], 0
+    for run_dir in CampaignDir(out / NAME).run_dirs():
         info = run_dir.run_info() or {}
         if info.get("status") != "ok":
             continue
@@ -74,6 +99,8 @@ def measure(out: Path, label: str, changes: dict, reps: int) -> dict:
         wall.append(info["seconds"])
         metrics = (run_dir.result() or {}).get("metrics", {})
         guest.append(metrics.get("duration_s") or 0.0)
+        if guest[-1]:
+            per100.append(100 * cpu[-1] / guest[-1])
         if metrics.get("goodput_mbps") is not None:
             goodput.append(metrics["goodput_mbps"])
     med = statistics.median
@@ -82,6 +109,7 @@ def measure(out: Path, label: str, changes: dict, reps: int) -> dict:
         "ok": f"{ok}/{reps}",
         "cpu": med(cpu) if cpu else None,
         "cpu_range": f"{min(cpu):.1f}-{max(cpu):.1f}" if cpu else "-",
+        "per100": med(per100) if per100 else None,
         "wall": med(wall) if wall else None,
         "guest": med(guest) if guest else None,
         "goodput": med(goodput) if goodput else None,
@@ -96,18 +124,33 @@ def main() -> None:
     reps = int(os.environ.get("MPTLAB_BENCH_REPS", "2"))
     out = []
     with tempfile.TemporaryDirectory(prefix="mptlab-bench-cost-", dir="/var/tmp") as tmp:
-        for i, (label, changes) in enumerate(rows()):
-            r = measure(Path(tmp) / f"row{i}", label, changes, reps)
-            out.append(r)
-            print(r, flush=True)
+        table = rows()
+        # interleaved: each pass adds one repetition to every row (a campaign
+        # resumes: repetition k keeps its seed whenever it runs)
+        probes = []
+        for k in range(reps):
+            probes.append(speed_probe())
+            for i, (label, changes) in enumerate(table):
+                mptlab.run(
+                    _experiment(changes),
+                    jobs=1,
+                    repetitions=k + 1,
+                    out=Path(tmp) / f"row{i}",
+                    progress=False,
+                )
+                print(f"pass {k + 1}/{reps}: {label}", flush=True)
+        for i, (label, _) in enumerate(table):
+            out.append(summarise(Path(tmp) / f"row{i}", label, reps))
+            print(out[-1], flush=True)
     lines = [
-        "| run | ok | host CPU, median (s) | range | wall, median (s) "
-        "| guest time of the workload (s) | goodput (Mbit/s) |",
-        "|---|---|---|---|---|---|---|",
+        "| run | ok | host CPU, median (s) | range | per 100 s of guest time (s) "
+        "| wall, median (s) | guest time of the workload (s) | goodput (Mbit/s) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in out:
         lines.append(
-            f"| {r['label']} | {r['ok']} | {_f(r['cpu'])} | {r['cpu_range']} | {_f(r['wall'])} "
+            f"| {r['label']} | {r['ok']} | {_f(r['cpu'])} | {r['cpu_range']} | "
+            f"{_f(r['per100'], '.2f')} | {_f(r['wall'])} "
             f"| {_f(r['guest'])} | {_f(r['goodput'], '.2f')} |"
         )
     by = {r["label"]: r["cpu"] for r in out}
@@ -125,7 +168,8 @@ def main() -> None:
         ]
     body = (
         __doc__.split("\n\n", 2)[2].strip()
-        + f"\n\n{reps} run(s) per row.\n\n"
+        + f"\n\n{reps} run(s) per row.  The speed probe (``speed_probe``, one per "
+        f"pass): {', '.join(f'{p:.2f}' for p in probes)} s.\n\n"
         + "\n".join(lines)
         + ("\n\nHost CPU by part (differences of medians):\n\n" + "\n".join(parts) if parts else "")
         + "\n"
