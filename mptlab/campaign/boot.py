@@ -65,6 +65,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import home, rundir
+from ..guest import sampler
 from ..rundir import (
     ATTEMPT_ENV,
     CLOCKS,
@@ -76,7 +77,7 @@ from ..rundir import (
     RunDir,
     RunStatus,
 )
-from ..workloads.helpers import bgtraffic, spin
+from ..workloads.helpers import bgtraffic, native, spin
 from .kernel import KernelBuild
 
 # The kernel words of each clock.  inf-cpu: time advances only when the guest
@@ -612,6 +613,11 @@ def boot(
     # a bulk workload with rcvlowat fails saying why
     with contextlib.suppress(RuntimeError):
         guest_env[spin.ENV] = str(spin.build(home.cache_dir()))
+    # the sampler as a program (guest/sampler.c); without it (no C compiler,
+    # or env gives an empty path) the guest samples in a thread of its agent
+    if sampler.ENV not in guest_env:
+        with contextlib.suppress(RuntimeError):
+            guest_env[sampler.ENV] = str(native.build(sampler.SOURCE, home.cache_dir()))
     if clock == "virtual":
         if timeout is not None:
             guest_env["MPTLAB_GUEST_TIMEOUT"] = f"{timeout:.3f}"

@@ -48,11 +48,11 @@ from .. import rundir
 from ..rundir import RunDir, RunDirError, RunSpec
 from ..spec.knobs import buffer_sysctls, fec_hosts, fec_sysctls, mptbm_sysctls
 from ..spec.plan import mptcp_endpoints
-from . import fec, modules, nstat, sbdu, stall, tracepoints
+from . import fec, modules, nstat, sampler, sbdu, stall, tracepoints
 from .build import build
 from .config import ConfigError, GuestRun
 from .netlab import Net
-from .sampler import SamplerThread, lateness_summary
+from .sampler import SamplerProcess, SamplerThread, lateness_summary
 from .sockets import abort_sockets
 from .workload import WorkloadError
 from .workload import load as load_workload
@@ -88,7 +88,7 @@ class Context:
         self.marks: dict[str, float] = {}
         self._log = open(run_dir.file(rundir.AGENT_LOG), "a")  # noqa: SIM115
         self.procs: list[subprocess.Popen] = []
-        self.samplers: list[SamplerThread] = []
+        self.samplers: list[SamplerProcess | SamplerThread] = []
         self.trace_reader: tracepoints.TraceReader | None = None
         self.nstat: nstat.Recorder | None = None
         self.watchdog: stall.Watchdog | None = None
@@ -255,13 +255,13 @@ def configure(ctx: Context) -> dict:
 
 
 def start_traces(ctx: Context) -> None:
-    """The sampler (one thread of this process for the client's and the
-    server's namespaces), tcpdump, and the kernel's tracepoints (drained
+    """The sampler (one program, ``sampler.c``, or else one thread of this
+    process, for the client's and the server's namespaces), tcpdump, and the kernel's tracepoints (drained
     into the run dir while the run goes on)."""
     t = ctx.config.traces
     if t.ss_interval or t.ofo_interval:
         ctx.samplers.append(
-            SamplerThread(
+            sampler.start(
                 {host: ctx.net.ns(host) for host in (ctx.client, ctx.server)},
                 ctx.trace_dir,
                 (t.ss_interval or 0) / 1000 or None,
@@ -330,9 +330,13 @@ def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
     """Stop every trace; the kernel's stats events and what the traces say
     about the run's fidelity (sampler lateness, events the kernel lost)."""
     lateness: list[float] = []
-    for sampler in ctx.samplers:
-        sampler.stop()
-        lateness += sampler.lateness
+    errors = []
+    for each in ctx.samplers:
+        each.stop()
+        lateness += each.lateness
+        if each.error:
+            errors.append(each.error)
+            ctx.log(f"sampler: {each.error}: its traces end early")
     for proc in ctx.procs:
         proc.send_signal(signal.SIGTERM)
     for proc in ctx.procs:
@@ -348,6 +352,8 @@ def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
         "sampler_lateness": lateness_summary(lateness),
         "ktrace_lost_events": lost,
         "ofo_events": ofo_events,
+        # why the sampler stopped before the run ended (its traces end there)
+        "sampler_error": "; ".join(errors) or None,
     }
     if ctx.trace_reader and ctx.trace_reader.fec is not None:
         fidelity["fec_ratio_events"] = ctx.trace_reader.fec_ratio_events

@@ -11,6 +11,12 @@ no process per sample.  A sample still costs the guest a dozen system
 calls, and a system call in a User-Mode Linux guest costs ~70 us of host
 CPU here: the agent therefore samples at 100 ms and gets every OFO change
 from the kernel tracepoint instead (``mptlab.guest.tracepoints``).
+
+Runs sample through ``sampler.c`` (``SamplerProcess``), a program that
+reads the plan this module writes (``plan_text``: the tables below), so
+the columns are named and laid out here only; ``SamplerThread`` (``run``)
+is the reference it is tested against and the fallback when the host has
+no C compiler (``start`` picks).
 """
 
 from __future__ import annotations
@@ -18,8 +24,10 @@ from __future__ import annotations
 import csv
 import ctypes
 import errno
+import os
 import socket
 import struct
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -523,6 +531,110 @@ def run(
             f.close()
 
 
+# the program, built on the host (``campaign.boot``, ``workloads.helpers.native``)
+SOURCE = Path(__file__).with_name("sampler.c")
+ENV = "MPTLAB_SAMPLER"  # its path in the guest, handed over by the host
+PLAN_DIR = Path("/tmp/mptlab-sampler")  # the guest's tmpfs
+
+
+def plan_text(
+    targets: list[tuple[str, Path]],
+    ss_interval: float | None,
+    mptcp_interval: float | None,
+    lateness: Path,
+) -> str:
+    """The program's plan (``sampler.c`` says what each line is): the field
+    tables above, so the program writes the columns this module names.
+    ``targets``: (netns path, trace file prefix) in sampling order."""
+    size = struct.calcsize
+    lines = [
+        f"header subflows {','.join(SUBFLOW_COLUMNS)}",
+        f"header mptcp {','.join(MPTCP_COLUMNS)}",
+        f"interval subflows {round((ss_interval or 0) * 1e6)}",
+        f"interval mptcp {round((mptcp_interval or 0) * 1e6)}",
+        f"lateness {lateness}",
+    ]
+    for netns, prefix in targets:
+        files = [prefix.with_name(rundir.sampler_trace(prefix.name, k)) for k in _KINDS]
+        lines.append(f"target {netns} {files[0]} {files[1]}")
+    lines += [f"tcp {off} {size(fmt)}" for off, fmt in TCP_INFO.values()]
+    lines += [f"mptcp {off} {size(fmt)}" for off, fmt in MPTCP_INFO.values()]
+    lines.append(f"sched {MPTCP_SCHEDULER[0]} {MPTCP_SCHEDULER[1]}")
+    by_name = {name: (kind, fmt) for kind, (name, fmt) in SUBFLOW_ATTRS.items()}
+    tcp_at = SUBFLOW_COLUMNS.index(next(iter(TCP_INFO)))
+    for i, column in enumerate(SUBFLOW_COLUMNS):
+        if column in by_name:
+            kind, fmt = by_name[column]
+            lines.append(f"attr {kind} {size(fmt)} {'post' if i > tcp_at else 'pre'}")
+    return "\n".join(lines) + "\n"
+
+
+_KINDS = ("subflows", "mptcp")
+
+
+def _netns_path(name: str) -> str:
+    """Where ``ip netns`` keeps a namespace (as ``netlab.in_netns`` opens it)."""
+    return f"/run/netns/{name}"
+
+
+class SamplerProcess:
+    """``run()`` as a program (``sampler.c``): the same files, the same
+    columns, a tick's parsing in C.  ``stop()`` ends it (SIGTERM: it
+    finishes its tick) and reads its timer lateness."""
+
+    def __init__(
+        self,
+        program: str,
+        namespaces: dict[str, str],
+        trace_dir: Path,
+        ss_interval: float | None,
+        mptcp_interval: float | None,
+    ):
+        PLAN_DIR.mkdir(parents=True, exist_ok=True)
+        self.plan = PLAN_DIR / "plan"
+        self.lateness_path = PLAN_DIR / "lateness"
+        self.stderr_path = PLAN_DIR / "stderr"
+        targets = [(_netns_path(ns), Path(trace_dir) / host) for host, ns in namespaces.items()]
+        self.plan.write_text(plan_text(targets, ss_interval, mptcp_interval, self.lateness_path))
+        with open(self.stderr_path, "w") as err:
+            self.proc = subprocess.Popen([program, str(self.plan)], stderr=err)
+        self.lateness: list[float] = []
+        self.error: str | None = None
+
+    def stop(self, timeout: float = 10) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        if self.proc.returncode != 0:
+            self.error = (
+                f"sampler exited with {self.proc.returncode}: "
+                f"{self.stderr_path.read_text().strip()[-300:] or 'no output'}"
+            )
+        try:
+            text = self.lateness_path.read_text()
+        except FileNotFoundError:
+            text = ""
+        self.lateness = [float(v) for v in text.split()]
+
+
+def start(
+    namespaces: dict[str, str],
+    trace_dir: Path,
+    ss_interval: float | None,
+    mptcp_interval: float | None,
+) -> SamplerProcess | SamplerThread:
+    """The sampler: the program if the host handed one over (``$MPTLAB_SAMPLER``),
+    else ``SamplerThread`` (no C compiler on the host)."""
+    program = os.environ.get(ENV)
+    if program:
+        return SamplerProcess(program, namespaces, trace_dir, ss_interval, mptcp_interval)
+    return SamplerThread(namespaces, trace_dir, ss_interval, mptcp_interval)
+
+
 class SamplerThread:
     """``run()`` in one thread of the calling process, sampling the namespace of
     every host of ``namespaces`` ({host: netns name}) into ``trace_dir``; the
@@ -541,12 +653,19 @@ class SamplerThread:
                 targets.append((Path(trace_dir) / host, Diag()))
         self.stop_event = threading.Event()
         self.lateness: list[float] = []
+        self.error: str | None = None  # why run() ended early, if it did
         self.thread = threading.Thread(
-            target=run,
-            args=(targets, ss_interval, mptcp_interval, self.stop_event, self.lateness),
+            target=self._run,
+            args=(targets, ss_interval, mptcp_interval),
             daemon=True,
         )
         self.thread.start()
+
+    def _run(self, targets, ss_interval, mptcp_interval) -> None:
+        try:
+            run(targets, ss_interval, mptcp_interval, self.stop_event, self.lateness)
+        except Exception as exc:  # noqa: BLE001 - kept for the result, not lost in a thread
+            self.error = f"{type(exc).__name__}: {exc}"
 
     def stop(self, timeout: float = 10) -> None:
         self.stop_event.set()
