@@ -43,6 +43,7 @@ def test_sampler_sees_subflows_and_the_ofo_queue(guest, kind):
         sampler.stop(); server.wait(timeout=10)
         assert sampler.error is None, sampler.error
         RESULT["lateness"] = len(sampler.lateness)
+        RESULT["path"] = getattr(sampler, "path", "thread")
         RESULT["subflows"] = (RUN_DIR / "client-subflows.csv").read_text()
         RESULT["mptcp"] = (RUN_DIR / "client-mptcp.csv").read_text()
         """,
@@ -70,3 +71,4 @@ def test_sampler_sees_subflows_and_the_ofo_queue(guest, kind):
     # every 10 ms over ~3 s is ~300 samples; a real-time guest on a loaded CI host
     # got 81 (the sampler sleeps to the next tick, it does not catch up): >= 50
     assert len(ts) >= 50 and r["lateness"] >= len(ts)
+    assert r["path"] == ("uring" if kind == "program" else "thread")  # the guest has io_uring

@@ -63,28 +63,48 @@ def _ours(rows, ports):
     )
 
 
-def _run_program(program: Path, tmp_path: Path, interval: float = 0.1) -> Path:
+def _run_program(program: Path, tmp_path: Path, interval: float = 0.1, path: str = "sync") -> Path:
     lateness = tmp_path / "lateness"
     plan = tmp_path / "plan"
     prefix = tmp_path / "host"
     plan.write_text(
         sampler.plan_text([("/proc/self/ns/net", prefix)], interval, interval, lateness)
     )
-    proc = subprocess.Popen([program, plan], stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [program, plan, path], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
     time.sleep(5 * interval)  # a few ticks (its files are written at the end)
     mptcp = tmp_path / "host-mptcp.csv"
     proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=10)
+    out, err = proc.communicate(timeout=10)
     assert proc.returncode == 0, err
+    assert out.splitlines()[0] == f"path {path}"
     assert mptcp.exists()
     return tmp_path
 
 
-def test_the_program_writes_the_python_sampler_s_rows(program, sockets, tmp_path):
+def _uring_here() -> bool:
+    try:
+        return Path("/proc/sys/kernel/io_uring_disabled").read_text().strip() == "0"
+    except OSError:
+        return True
+
+
+PATHS = [
+    "sync",
+    pytest.param(
+        "uring",
+        marks=pytest.mark.skipif(not _uring_here(), reason="io_uring is disabled on this host"),
+    ),
+]
+
+
+@pytest.mark.parametrize("path", PATHS)
+def test_the_program_writes_the_python_sampler_s_rows(program, sockets, tmp_path, path):
     diag = sampler.Diag()
     py_sub = sampler.subflow_rows(diag, 0.0)
     py_mp = sampler.mptcp_rows(diag, 0.0)
-    out = _run_program(program, tmp_path)
+    out = _run_program(program, tmp_path, path=path)
     sub = list(csv.reader(io.StringIO((out / "host-subflows.csv").read_text())))
     mp = list(csv.reader(io.StringIO((out / "host-mptcp.csv").read_text())))
     assert sub[0] == sampler.SUBFLOW_COLUMNS and mp[0] == sampler.MPTCP_COLUMNS
@@ -102,8 +122,9 @@ def test_the_program_writes_the_python_sampler_s_rows(program, sockets, tmp_path
     assert abs(times[0] - time.time()) < 60 and len(times) >= 2
 
 
-def test_the_program_keeps_its_ticks_and_reports_lateness(program, tmp_path):
-    out = _run_program(program, tmp_path, interval=0.05)
+@pytest.mark.parametrize("path", PATHS)
+def test_the_program_keeps_its_ticks_and_reports_lateness(program, tmp_path, path):
+    out = _run_program(program, tmp_path, interval=0.05, path=path)
     late = [float(v) for v in (out / "lateness").read_text().split()]
     assert len(late) >= 2 and all(0 <= v < 1 for v in late)
     assert sampler.lateness_summary(late)["n"] == len(late)
@@ -124,7 +145,7 @@ def test_the_sampler_process_stops_and_reads_its_lateness(program, tmp_path, mon
     assert isinstance(s, sampler.SamplerProcess)
     time.sleep(0.4)
     s.stop()
-    assert s.error is None and len(s.lateness) >= 2
+    assert s.error is None and len(s.lateness) >= 2 and s.path in ("uring", "sync")
     assert (tmp_path / "host-subflows.csv").exists()
     assert not (tmp_path / "host-mptcp.csv").exists()  # that kind off
     monkeypatch.setenv(sampler.ENV, "")

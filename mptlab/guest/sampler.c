@@ -6,14 +6,17 @@
  * MPTCP connections through inet_diag and writes one CSV row per socket, the
  * columns sampler.py names.
  *
- *   sampler PLAN
+ *   sampler PLAN [uring|sync]
  *
  * Why a program: in a headline run (blest-3g-wlan, ~1300 ticks of two
  * namespaces and two kinds) the Python sampler cost the guest's agent
  * ~0.6 s of host CPU parsing netlink replies in Python (a TSC-timed
  * profile of the agent: attribute parsing alone 35,000 calls) beside its
- * ~10,000 system calls (docs/benchmarks.md).  Here a tick's parsing is a
- * few microseconds.
+ * ~10,000 system calls, each a ptrace round trip on the host
+ * (docs/benchmarks.md).  Here a tick's parsing is a few microseconds, and
+ * on the io_uring path (the default; "sync" asks for the other, which is
+ * also taken where io_uring_setup() fails) a tick is one system call and
+ * a clock read instead of ten.  It prints "path uring" or "path sync" first.
  *
  * PLAN (text, written by sampler.py; one directive per line):
  *
@@ -35,8 +38,9 @@
  * in the kernel's order.  t: CLOCK_MONOTONIC plus the offset to
  * CLOCK_REALTIME taken at the start, as the kernel trace's times.
  *
- * Ticks are absolute (clock_nanosleep TIMER_ABSTIME); a kind that fell
- * behind skips rather than bursts.  SIGTERM or SIGINT: ends after the
+ * Ticks are absolute (an io_uring timeout or clock_nanosleep, both
+ * TIMER_ABSTIME); a kind that fell behind skips rather than bursts.  The
+ * time of a tick's rows and its lateness are read when its dumps are back.  SIGTERM or SIGINT: ends after the
  * current tick, files flushed, exit 0.  A netlink error: exit 1, saying so.
  */
 #define _GNU_SOURCE
@@ -44,6 +48,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/inet_diag.h>
+#include <linux/io_uring.h>
 #include <linux/netlink.h>
 #include <linux/sock_diag.h>
 #include <netinet/in.h>
@@ -53,7 +58,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -258,39 +265,84 @@ static void row(struct buf *b, int kind, const char *t, const struct inet_diag_m
 	put(b, "\r\n", 2);	/* Python's csv module ends rows so */
 }
 
-/* one dump of one kind in one namespace: its rows appended to v4, v6 */
-static void dump(int sock, int kind, const char *t, struct buf *v4, struct buf *v6)
-{
-	struct {
-		struct nlmsghdr nh;
-		struct inet_diag_req r;
-		struct nlattr proto_attr;
-		uint32_t proto;
-	} req;
-	struct mmsghdr msgs[SLOTS];
-	struct iovec iov[SLOTS];
-	size_t len = sizeof(req.nh) + sizeof(req.r);
-	int i;
+struct request {
+	struct nlmsghdr nh;
+	struct inet_diag_req r;
+	struct nlattr proto_attr;
+	uint32_t proto;
+};
 
-	memset(&req, 0, sizeof(req));
-	req.r.idiag_family = AF_UNSPEC;	/* both families in one dump (sampler.py) */
-	req.r.idiag_ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_SKMEMINFO - 1));
-	memset(&req.r.id.idiag_cookie, 0xff, sizeof(req.r.id.idiag_cookie));
-	req.r.idiag_states = kind == SUBFLOWS
+/* the dump request of one kind: both families at once (sampler.py says why) */
+static size_t request(struct request *req, int kind)
+{
+	size_t len = sizeof(req->nh) + sizeof(req->r);
+
+	memset(req, 0, sizeof(*req));
+	req->r.idiag_family = AF_UNSPEC;
+	req->r.idiag_ext = (1 << (INET_DIAG_INFO - 1)) | (1 << (INET_DIAG_SKMEMINFO - 1));
+	memset(&req->r.id.idiag_cookie, 0xff, sizeof(req->r.id.idiag_cookie));
+	req->r.idiag_states = kind == SUBFLOWS
 		? ~(1u << TCP_LISTEN_ | 1u << TCP_TIME_WAIT_ | 1u << TCP_NEW_SYN_RECV_)
 		: ~(1u << TCP_LISTEN_);
 	if (kind == MPTCP) {
-		req.proto_attr.nla_len = 8;
-		req.proto_attr.nla_type = INET_DIAG_REQ_PROTOCOL;
-		req.proto = IPPROTO_MPTCP;
+		req->proto_attr.nla_len = 8;
+		req->proto_attr.nla_type = INET_DIAG_REQ_PROTOCOL;
+		req->proto = IPPROTO_MPTCP;
 		len += 8;
 	}
-	req.nh.nlmsg_len = len;
-	req.nh.nlmsg_type = TCPDIAG_GETSOCK;
-	req.nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
-	req.nh.nlmsg_seq = ++seq;
-	if (send(sock, &req, len, 0) < 0)
-		die("send to sock_diag");
+	req->nh.nlmsg_len = len;
+	req->nh.nlmsg_type = TCPDIAG_GETSOCK;
+	req->nh.nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP;
+	req->nh.nlmsg_seq = ++seq;
+	return len;
+}
+
+/* one datagram of a dump: its rows appended to v4, v6; 1 at the dump's end */
+static int parse(const char *data, size_t dlen, int kind, const char *t,
+		 struct buf *v4, struct buf *v6)
+{
+	size_t off = 0;
+
+	if (dlen > BUFSZ) {
+		fprintf(stderr, "sampler: sock_diag reply longer than %d bytes\n", BUFSZ);
+		exit(1);
+	}
+	while (off + sizeof(struct nlmsghdr) <= dlen) {
+		const struct nlmsghdr *nh = (const void *)(data + off);
+		const struct inet_diag_msg *m;
+		size_t body = NLMSG_LENGTH(sizeof(*m));
+
+		if (nh->nlmsg_type == NLMSG_DONE)
+			return 1;
+		if (nh->nlmsg_type == NLMSG_ERROR) {
+			const struct nlmsgerr *e = NLMSG_DATA(nh);
+
+			errno = -e->error;
+			die("sock_diag dump");
+		}
+		if (nh->nlmsg_len < body || off + nh->nlmsg_len > dlen)
+			break;
+		m = NLMSG_DATA(nh);
+		row(m->idiag_family == AF_INET ? v4 : v6, kind, t, m,
+		    (const unsigned char *)nh + NLMSG_ALIGN(body),
+		    nh->nlmsg_len - NLMSG_ALIGN(body));
+		off += NLMSG_ALIGN(nh->nlmsg_len);
+	}
+	return 0;
+}
+
+/*
+ * The rest of a dump, by recvmmsg() waiting for the first datagram only:
+ * a dump that found sockets ends in a second datagram, the NLMSG_DONE
+ * alone, which the kernel queues while it hands over the first, so one
+ * system call takes both (sampler.py, Receiver).
+ */
+static void rest(int sock, int kind, const char *t, struct buf *v4, struct buf *v6)
+{
+	struct mmsghdr msgs[SLOTS];
+	struct iovec iov[SLOTS];
+	int i;
+
 	for (i = 0; i < SLOTS; i++) {
 		iov[i].iov_base = bufs[i];
 		iov[i].iov_len = BUFSZ;
@@ -307,36 +359,185 @@ static void dump(int sock, int kind, const char *t, struct buf *v4, struct buf *
 			die("recvmmsg from sock_diag");
 		}
 		for (i = 0; i < n; i++) {
-			const char *data = bufs[i];
-			size_t dlen = msgs[i].msg_len, off = 0;
+			size_t len = msgs[i].msg_len;
 
-			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC) {
-				fprintf(stderr, "sampler: sock_diag reply longer than %d bytes\n", BUFSZ);
-				exit(1);
-			}
-			while (off + sizeof(struct nlmsghdr) <= dlen) {
-				const struct nlmsghdr *nh = (const void *)(data + off);
-				const struct inet_diag_msg *m;
-				size_t body = NLMSG_LENGTH(sizeof(*m));
-
-				if (nh->nlmsg_type == NLMSG_DONE)
-					return;
-				if (nh->nlmsg_type == NLMSG_ERROR) {
-					const struct nlmsgerr *e = NLMSG_DATA(nh);
-
-					errno = -e->error;
-					die("sock_diag dump");
-				}
-				if (nh->nlmsg_len < body || off + nh->nlmsg_len > dlen)
-					break;
-				m = NLMSG_DATA(nh);
-				row(m->idiag_family == AF_INET ? v4 : v6, kind, t, m,
-				    (const unsigned char *)nh + NLMSG_ALIGN(body),
-				    nh->nlmsg_len - NLMSG_ALIGN(body));
-				off += NLMSG_ALIGN(nh->nlmsg_len);
-			}
+			if (msgs[i].msg_hdr.msg_flags & MSG_TRUNC)
+				len = BUFSZ + 1;
+			if (parse(bufs[i], len, kind, t, v4, v6))
+				return;
 		}
 	}
+}
+
+/* one dump of one kind in one namespace by plain system calls */
+static void dump(int sock, int kind, const char *t, struct buf *v4, struct buf *v6)
+{
+	struct request req;
+	size_t len = request(&req, kind);
+
+	if (send(sock, &req, len, 0) < 0)
+		die("send to sock_diag");
+	rest(sock, kind, t, v4, v6);
+}
+
+/*
+ * io_uring: a tick as one chain in the guest kernel's ring, one
+ * io_uring_enter() per tick instead of ~10 system calls: a timeout at the
+ * tick's due time (absolute, CLOCK_MONOTONIC), then for each namespace and
+ * kind due the request (send) and two receives, the second not waiting
+ * (MSG_DONTWAIT: the NLMSG_DONE the first one's read queued, or nothing
+ * when the dump was empty and ended in the first).  Hard links: a failed
+ * step (the empty second receive) does not cancel the rest.  A dump longer
+ * than two datagrams is finished by rest().  Needs Linux >= 5.6 (send and
+ * recv ops); where io_uring_setup() fails, the plain path.
+ */
+#define RING 64
+#define STEPS 3	/* send, receive, receive-if-there */
+
+static struct {
+	int fd;
+	unsigned *sq_head, *sq_tail, *sq_mask, *sq_array, *cq_head, *cq_tail, *cq_mask;
+	struct io_uring_sqe *sqes;
+	struct io_uring_cqe *cqes;
+	unsigned tail;
+} ring = { .fd = -1 };
+static struct request reqs[MAX_TARGETS][KINDS];
+static char ubufs[MAX_TARGETS][KINDS][2][BUFSZ];
+static int32_t results[1 + MAX_TARGETS * KINDS * STEPS];
+
+static int uring_setup(void)
+{
+	struct io_uring_params p;
+	size_t sq_len, cq_len;
+	char *sq, *cq;
+	unsigned i;
+
+	memset(&p, 0, sizeof(p));
+	ring.fd = syscall(__NR_io_uring_setup, RING, &p);
+	if (ring.fd < 0)
+		return -1;
+	sq_len = p.sq_off.array + p.sq_entries * sizeof(unsigned);
+	cq_len = p.cq_off.cqes + p.cq_entries * sizeof(struct io_uring_cqe);
+	if (p.features & IORING_FEAT_SINGLE_MMAP)
+		sq_len = cq_len = sq_len > cq_len ? sq_len : cq_len;
+	sq = mmap(NULL, sq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		  ring.fd, IORING_OFF_SQ_RING);
+	cq = p.features & IORING_FEAT_SINGLE_MMAP ? sq :
+		mmap(NULL, cq_len, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE,
+		     ring.fd, IORING_OFF_CQ_RING);
+	ring.sqes = mmap(NULL, p.sq_entries * sizeof(struct io_uring_sqe),
+			 PROT_READ | PROT_WRITE, MAP_SHARED | MAP_POPULATE, ring.fd,
+			 IORING_OFF_SQES);
+	if (sq == MAP_FAILED || cq == MAP_FAILED || ring.sqes == MAP_FAILED) {
+		close(ring.fd);
+		ring.fd = -1;
+		return -1;
+	}
+	ring.sq_head = (unsigned *)(sq + p.sq_off.head);
+	ring.sq_tail = (unsigned *)(sq + p.sq_off.tail);
+	ring.sq_mask = (unsigned *)(sq + p.sq_off.ring_mask);
+	ring.sq_array = (unsigned *)(sq + p.sq_off.array);
+	ring.cq_head = (unsigned *)(cq + p.cq_off.head);
+	ring.cq_tail = (unsigned *)(cq + p.cq_off.tail);
+	ring.cq_mask = (unsigned *)(cq + p.cq_off.ring_mask);
+	ring.cqes = (struct io_uring_cqe *)(cq + p.cq_off.cqes);
+	for (i = 0; i < p.sq_entries; i++)
+		ring.sq_array[i] = i;
+	ring.tail = *ring.sq_tail;
+	return 0;
+}
+
+static struct io_uring_sqe *step(int op, int fd, void *addr, unsigned len, int slot)
+{
+	struct io_uring_sqe *sqe = &ring.sqes[ring.tail++ & *ring.sq_mask];
+
+	memset(sqe, 0, sizeof(*sqe));
+	sqe->opcode = op;
+	sqe->fd = fd;
+	sqe->addr = (unsigned long)addr;
+	sqe->len = len;
+	sqe->flags = IOSQE_IO_HARDLINK;
+	sqe->user_data = slot;
+	return sqe;
+}
+
+/*
+ * One tick through the ring: wait until `due`, dump every kind `ready` in
+ * every namespace; each step's result in results[] (slot: 1 + (target x
+ * kinds + kind) x STEPS + step).  0 if a stop signal came first.
+ * io_uring_enter() returns once it has submitted even when a signal cut
+ * its wait short, so completions are counted, not assumed.
+ */
+static int uring_tick(double due, const int *ready)
+{
+	struct __kernel_timespec ts = { (long long)due, (long long)((due - (long long)due) * 1e9) };
+	struct io_uring_sqe *last;
+	unsigned head, n = 1;
+	int i, k, slot;
+
+	last = step(IORING_OP_TIMEOUT, -1, &ts, 1, 0);
+	last->timeout_flags = IORING_TIMEOUT_ABS;
+	for (i = 0; i < n_targets; i++)
+		for (k = 0; k < KINDS; k++) {
+			if (!ready[k])
+				continue;
+			slot = 1 + (i * KINDS + k) * STEPS;
+			step(IORING_OP_SEND, targets[i].sock, &reqs[i][k],
+			     request(&reqs[i][k], k), slot);
+			step(IORING_OP_RECV, targets[i].sock, ubufs[i][k][0], BUFSZ, slot + 1)
+				->msg_flags = MSG_TRUNC;	/* the datagram's length, to see it was cut */
+			last = step(IORING_OP_RECV, targets[i].sock, ubufs[i][k][1], BUFSZ, slot + 2);
+			last->msg_flags = MSG_TRUNC | MSG_DONTWAIT;
+			n += STEPS;
+		}
+	last->flags = 0;	/* the chain ends */
+	__atomic_store_n(ring.sq_tail, ring.tail, __ATOMIC_RELEASE);
+	for (;;) {
+		unsigned done = __atomic_load_n(ring.cq_tail, __ATOMIC_ACQUIRE) - *ring.cq_head;
+		unsigned submit = ring.tail - __atomic_load_n(ring.sq_head, __ATOMIC_ACQUIRE);
+
+		if (done >= n)
+			break;
+		if (stopping)
+			return 0;
+		if (syscall(__NR_io_uring_enter, ring.fd, submit, n - done,
+			    IORING_ENTER_GETEVENTS, NULL, 0) < 0 && errno != EINTR)
+			die("io_uring_enter");
+	}
+	head = *ring.cq_head;
+	for (i = 0; i < (int)n; i++, head++) {
+		struct io_uring_cqe *c = &ring.cqes[head & *ring.cq_mask];
+
+		if (c->user_data < sizeof(results) / sizeof(results[0]))
+			results[c->user_data] = c->res;
+	}
+	__atomic_store_n(ring.cq_head, head, __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* a namespace's dump of one kind from the ring's results: rows into v4, v6 */
+static void uring_rows(int i, int k, const char *t, struct buf *v4, struct buf *v6)
+{
+	int slot = 1 + (i * KINDS + k) * STEPS;
+
+	if (results[slot] < 0) {
+		errno = -results[slot];
+		die("send to sock_diag");
+	}
+	if (results[slot + 1] < 0) {
+		errno = -results[slot + 1];
+		die("recv from sock_diag");
+	}
+	if (parse(ubufs[i][k][0], results[slot + 1], k, t, v4, v6))
+		return;
+	if (results[slot + 2] >= 0) {
+		if (parse(ubufs[i][k][1], results[slot + 2], k, t, v4, v6))
+			return;
+	} else if (results[slot + 2] != -EAGAIN) {
+		errno = -results[slot + 2];
+		die("recv from sock_diag");
+	}
+	rest(targets[i].sock, k, t, v4, v6);	/* a dump of more than two datagrams */
 }
 
 static int netns_socket(const char *path)
@@ -457,59 +658,73 @@ int main(int argc, char **argv)
 	struct sigaction sa = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
 	struct timespec rt;
 	double offset, now, due[KINDS], next;
+	int k, i, uring = 0;
 	char t[32];
-	int k, i;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: sampler PLAN\n");
+	if (argc < 2 || argc > 3 || (argc == 3 && strcmp(argv[2], "sync") && strcmp(argv[2], "uring"))) {
+		fprintf(stderr, "usage: sampler PLAN [uring|sync]\n");
 		return 2;
 	}
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGINT, &sa, NULL);
 	read_plan(argv[1]);
+	if (argc == 2 || !strcmp(argv[2], "uring")) {
+		uring = !uring_setup();
+		if (!uring && argc == 3)
+			die("io_uring_setup");
+	}
+	/* which path, for the agent (sampler.py reads it back) */
+	printf("path %s\n", uring ? "uring" : "sync");
+	fflush(stdout);
 	clock_gettime(CLOCK_REALTIME, &rt);
 	now = now_mono();
 	offset = rt.tv_sec + rt.tv_nsec / 1e9 - now;
 	for (k = 0; k < KINDS; k++)
 		due[k] = now;
 	while (!stopping) {
-		int ready[KINDS], any = 0;
-		double late = 0;
+		int ready[KINDS];
 
-		for (k = 0; k < KINDS; k++) {
-			ready[k] = interval_us[k] && now >= due[k];
-			if (ready[k] && (!any || now - due[k] > late))
-				late = now - due[k];
-			any |= ready[k];
+		/* the next tick: the kinds due soonest (1 us of slack for sums of
+		 * different intervals); a kind due soon after waits one round */
+		next = 0;
+		for (k = 0; k < KINDS; k++)
+			if (interval_us[k] && (!next || due[k] < next))
+				next = due[k];
+		if (!next)
+			break;
+		for (k = 0; k < KINDS; k++)
+			ready[k] = interval_us[k] && due[k] <= next + 1e-6;
+		if (uring) {
+			if (!uring_tick(next, ready))
+				break;
+		} else {
+			sleep_until(next);
+			if (stopping)
+				break;
 		}
-		if (any && lateness_out)
-			fprintf(lateness_out, "%.9f\n", late);
+		now = now_mono();
+		if (lateness_out)
+			fprintf(lateness_out, "%.9f\n", now - next);
 		snprintf(t, sizeof(t), "%.6f", now + offset);
 		for (i = 0; i < n_targets; i++)
 			for (k = 0; k < KINDS; k++) {
 				if (!ready[k])
 					continue;
 				v4.len = v6.len = 0;
-				dump(targets[i].sock, k, t, &v4, &v6);
+				if (uring)
+					uring_rows(i, k, t, &v4, &v6);
+				else
+					dump(targets[i].sock, k, t, &v4, &v6);
 				fwrite(v4.p, 1, v4.len, targets[i].out[k]);
 				fwrite(v6.p, 1, v6.len, targets[i].out[k]);
 			}
-		next = 0;
 		for (k = 0; k < KINDS; k++) {
-			if (!interval_us[k])
+			if (!ready[k])
 				continue;
-			if (ready[k]) {
-				due[k] += interval_us[k] / 1e6;
-				if (due[k] < now)	/* fell behind: skip, do not burst */
-					due[k] = now + interval_us[k] / 1e6;
-			}
-			if (!next || due[k] < next)
-				next = due[k];
+			due[k] += interval_us[k] / 1e6;
+			if (due[k] < now)	/* fell behind: skip, do not burst */
+				due[k] = now + interval_us[k] / 1e6;
 		}
-		if (!next)
-			break;
-		sleep_until(next);
-		now = now_mono();
 	}
 	for (i = 0; i < n_targets; i++)
 		for (k = 0; k < KINDS; k++)

@@ -589,7 +589,10 @@ class SamplerProcess:
         trace_dir: Path,
         ss_interval: float | None,
         mptcp_interval: float | None,
+        path: str | None = None,
     ):
+        """``path``: "uring" or "sync" to ask for one (default: io_uring
+        where the kernel has it)."""
         PLAN_DIR.mkdir(parents=True, exist_ok=True)
         self.plan = PLAN_DIR / "plan"
         self.lateness_path = PLAN_DIR / "lateness"
@@ -597,9 +600,12 @@ class SamplerProcess:
         targets = [(_netns_path(ns), Path(trace_dir) / host) for host, ns in namespaces.items()]
         self.plan.write_text(plan_text(targets, ss_interval, mptcp_interval, self.lateness_path))
         with open(self.stderr_path, "w") as err:
-            self.proc = subprocess.Popen([program, str(self.plan)], stderr=err)
+            self.proc = subprocess.Popen(
+                [program, str(self.plan), *([path] if path else [])], stdout=err, stderr=err
+            )
         self.lateness: list[float] = []
         self.error: str | None = None
+        self.path: str | None = None  # "uring" or "sync": how it waited and dumped
 
     def stop(self, timeout: float = 10) -> None:
         if self.proc.poll() is None:
@@ -609,10 +615,13 @@ class SamplerProcess:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+        said = self.stderr_path.read_text()
+        first = said.split("\n", 1)[0].split()
+        if first[:1] == ["path"] and len(first) == 2:
+            self.path = first[1]
         if self.proc.returncode != 0:
             self.error = (
-                f"sampler exited with {self.proc.returncode}: "
-                f"{self.stderr_path.read_text().strip()[-300:] or 'no output'}"
+                f"sampler exited with {self.proc.returncode}: {said.strip()[-300:] or 'no output'}"
             )
         try:
             text = self.lateness_path.read_text()
