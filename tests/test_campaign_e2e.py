@@ -80,6 +80,9 @@ def test_two_repetitions_write_complete_self_describing_run_dirs(tmp_path, kerne
         )  # the events' peak is the kernel's own maximum
         assert result["fidelity"]["ktrace_lost_events"] == 0
         assert result["fidelity"]["sampler_lateness"]["n"] > 10
+        assert (
+            result["fidelity"]["sampler"] == "uring" and result["fidelity"]["sampler_error"] is None
+        )
     assert spec["seed"] != json.loads((runs[0] / "spec.json").read_text())["seed"]
     # the figure of merit: printed, and kept in the invocation's entry
     cost = campaign["invocations"][-1]["cost"]

@@ -354,6 +354,9 @@ def stop_traces(ctx: Context) -> tuple[list[dict], dict]:
         "ofo_events": ofo_events,
         # why the sampler stopped before the run ended (its traces end there)
         "sampler_error": "; ".join(errors) or None,
+        # how it sampled: the program through io_uring or by plain system
+        # calls ("uring", "sync"), or the agent's thread ("thread")
+        "sampler": (getattr(ctx.samplers[0], "path", None) or "thread") if ctx.samplers else None,
     }
     if ctx.trace_reader and ctx.trace_reader.fec is not None:
         fidelity["fec_ratio_events"] = ctx.trace_reader.fec_ratio_events
