@@ -22,15 +22,15 @@ experiments:
     topology: two-path
     paths: [wlan, 3g]
     kernel: {scheduler: blest, path_manager: {subflows: 2, add_addr_accepted: 2}}
-    # long enough to be caught running: under virtual time (the default) a
-    # 10 s run took ~3 s of wall time, and a 3-run campaign had ended before
-    # the second `mptlab run` below got to its lock check (CI, stop 19);
-    # 40 s of guest time was ~13 s of wall time per run, until iperf3's
-    # preload cut its cost (issue 26): then 3.3-5.3 s, and the campaign had
-    # ended before the test's Ctrl-C (CI, 2026-11-27).  150 s: ~15 s per run
-    workload: {type: bulk, duration: 150s}
+    # caught running for sure: on the real clock a run lasts its workload's
+    # 12 s, whatever mptlab's speed.  Under virtual time each speed-up made
+    # the test's Ctrl-C miss the runs (CI stop 19: 10 s of guest time; 2026-11-27:
+    # 40 s; 2026-11-28: 150 s, ~3 s of wall time once the sampler was a
+    # program, and the interrupted run had ended as the signal came)
+    clock: real
+    workload: {type: bulk, duration: 12s}
     repetitions: 3
-    timeout: 300s
+    timeout: 120s
 """
 
 
