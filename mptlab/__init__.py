@@ -35,6 +35,8 @@ _API = {
     "run": "mptlab.api",
     "experiments_of": "mptlab.api",
     "reproduce_all": "mptlab.api",
+    "sweep": "mptlab.sweeps",
+    "SweepResults": "mptlab.sweeps",
     "Bulk": "mptlab.spec.workloads",
     "Cbr": "mptlab.spec.workloads",
     "Blocks": "mptlab.spec.workloads",
@@ -65,11 +67,13 @@ __all__ = [
     "Node",
     "Results",
     "SpecError",
+    "SweepResults",
     "Web",
     "Workload",
     "experiments_of",
     "reproduce_all",
     "run",
+    "sweep",
 ]
 
 if TYPE_CHECKING:
@@ -78,6 +82,7 @@ if TYPE_CHECKING:
     from .spec.metrics import Metric
     from .spec.workloads import Background, Blocks, Bulk, Cbr, Command, Dash, Idle, Live, Web
     from .spec.yamlsrc import SpecError
+    from .sweeps import SweepResults, sweep
     from .workloads.custom import Workload
 
 

@@ -8,6 +8,7 @@ mptlab run NAME|FILE [--reps N] [--jobs N] [--out DIR] [--quick] [--seed S] [--r
 mptlab nightly NAME... [--publish] | --accept [S]  the nightly set: run, compare, record, publish
 mptlab bisect NAME --good REV --bad REV            the first commit that changed a result
 mptlab shell NAME|FILE [--variant V] [--clock C]   the topology up, a Mininet-like prompt
+mptlab sweep NAME --vary KEY=V1,V2 [--grid] --reps N   claims over settings: forest plots
 mptlab ingest|query|stats|report|reproduce|compare|pcap ...  analysis (mptlab.analysis.cli)
 mptlab reproduce --all [--results ROOT] [--run --reps N]   one page over every paper's claims
 """
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from . import api, home, nightly
 from . import shell as shell_cmd
+from . import sweeps as sweep_cmd
 from .analysis import cli as analysis_cli
 from .campaign.boot import ConfinementError
 from .campaign.cluster import ClusterError
@@ -319,6 +321,7 @@ def parser() -> argparse.ArgumentParser:
 
     bisect_cmd.add_parser(sub)
     shell_cmd.add_parser(sub)
+    sweep_cmd.add_parser(sub)
 
     analysis_cli.add_subcommands(
         sub,

@@ -33,7 +33,7 @@ LAYERS = [
     ("mptlab.workloads",),
     ("mptlab.campaign",),
     ("mptlab.analysis",),
-    ("mptlab.api", "mptlab.nightly", "mptlab.cli", "mptlab"),
+    ("mptlab.api", "mptlab.sweeps", "mptlab.nightly", "mptlab.cli", "mptlab"),
 ]
 ONLY = {  # a part: the modules (and packages) of mptlab it may import, besides its own
     "mptlab.guest": (
