@@ -417,6 +417,136 @@ def test_rtt_classes_are_few_and_add_only_the_missing_delay():
     assert sum("u32 match ip dport" in ln for ln in lines) == sum(d > 0 for d in delays.values())
 
 
+GREEDY_IDLE = "{type: idle, duration: 5s}"
+
+
+def test_greedy_window_is_checked_naming_the_field(tmp_path):
+    entry = "      - {preset: blest-3g-wlan, tcp_flows: 0, udp_flows: 0, seed: 1, "
+    with pytest.raises(SpecError) as err:
+        campaign(tmp_path, GREEDY_IDLE, entry + "tcp_greedy: 1, tcp_greedy_window: 4KiB}\n")
+    msg = str(err.value)
+    assert "c.yaml:" in msg and "background.0.tcp_greedy_window" in msg
+    assert "must be between 5792 B" in msg and "64 MiB" in msg and "got 4096 B" in msg
+    with pytest.raises(SpecError, match=r"tcp_greedy_window.*got 134217728 B"):
+        campaign(tmp_path, GREEDY_IDLE, entry + "tcp_greedy: 1, tcp_greedy_window: 128MiB}\n")
+    with pytest.raises(
+        SpecError,
+        match=r"background\.0.*tcp_greedy_window caps greedy flows, "
+        r"but tcp_greedy is 0",
+    ):
+        campaign(
+            tmp_path,
+            GREEDY_IDLE,
+            "      - {preset: sbd, tcp_flows: 1, udp_flows: 0, seed: 1, "
+            "tcp_greedy_window: 64KiB}\n",
+        )
+    with pytest.raises(SpecError, match="tcp_greedy_window needs generator mptlab"):
+        campaign(
+            tmp_path,
+            GREEDY_IDLE,
+            entry + "tcp_greedy: 1, tcp_greedy_window: 64KiB, generator: d-itg}\n",
+        )
+    with pytest.raises(ValidationError, match="tcp_greedy_window"):
+        Background(
+            preset="sbd", tcp_flows=0, udp_flows=0, tcp_greedy=1, seed=1, tcp_greedy_window="-1KiB"
+        )
+    # the bounds themselves are allowed; the unit is bytes
+    for ok in ("5792", "64MiB"):
+        b = Background(
+            preset="sbd", tcp_flows=0, udp_flows=0, tcp_greedy=1, seed=1, tcp_greedy_window=ok
+        )
+        assert b.tcp_greedy_window == (5792 if ok == "5792" else 64 * 2**20)
+    assert (
+        Background(preset="sbd", tcp_flows=0, udp_flows=0, tcp_greedy=1, seed=1).tcp_greedy_window
+        is None
+    )
+    cat = campaign(tmp_path, GREEDY_IDLE, entry + "tcp_greedy: 2, tcp_greedy_window: 256KiB}\n")
+    (e,) = cat.expand("t")[0].config["background"]
+    assert e["tcp_greedy_window"] == 262144  # reaches the guest in bytes
+
+
+def test_greedy_window_goes_to_the_greedy_flows_and_their_schedule_line():
+    entry = {
+        "preset": "blest-3g-wlan",
+        "tcp_flows": 1,
+        "udp_flows": 2,
+        "tcp_greedy": 2,
+        "tcp_greedy_window": "256KiB",
+        "seed": 1,
+    }
+    fl = flows(entry, horizon=5.0)
+    assert [f.window for f in fl if f.kind == "greedy"] == [262144] * 4  # 2 per pair
+    assert {f.window for f in fl if f.kind != "greedy"} == {None}
+    # the same draws as without the cap: the cap changes no packet of the other flows
+    plain = flows({**entry, "tcp_greedy_window": None}, horizon=5.0)
+    assert [(f.port, f.times, f.sizes) for f in fl] == [(f.port, f.times, f.sizes) for f in plain]
+    lines = background.schedule_text([f for f in fl if f.pair == 1]).splitlines()
+    assert lines[1:6] == [
+        "tcp 20000",
+        "udp 20001",
+        "udp 20002",
+        "greedy 20003 262144",
+        "greedy 20004 262144",
+    ]
+    uncapped = background.schedule_text([f for f in plain if f.pair == 1]).splitlines()
+    assert uncapped[4:6] == ["greedy 20003", "greedy 20004"]  # as before the field
+    bad = background.Flow(1, 1, "tcp", 20000, 0, 40.0, window=65536)
+    with pytest.raises(ValueError, match="a window cap is for greedy flows, not tcp"):
+        background.schedule_text([bad])
+    capped = background.Flow(1, 1, "greedy", 20000, 0, 40.0, window=65536)
+    with pytest.raises(ValueError, match="D-ITG cannot cap"):
+        background.itgsend_line(capped, "10.0.0.1", Path("/nonexistent"), 1000)
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["udp 9 65536", "tcp 9 65536", "greedy 9 0", "greedy 9 -5"],
+)
+def test_replayer_refuses_a_window_it_cannot_apply(tmp_path, line):
+    sched = tmp_path / "pair1.sched"
+    sched.write_text(f"flows 1\n{line}\npackets 0\n")
+    proc = subprocess.run(
+        [str(bgtraffic.build(tmp_path)), "recv", str(sched), "9"], capture_output=True, text=True
+    )
+    assert proc.returncode == 2
+    assert "a WINDOW is a positive byte count, for greedy flows only" in proc.stderr
+
+
+def test_replayer_receiver_clamps_a_capped_greedy_flow_on_loopback(tmp_path):
+    """On the host's loopback: the receiver of a capped greedy flow holds
+    its window clamp at the cap to the end (setting it again where the
+    kernel moved it), and an uncapped flow beside it has no cap."""
+    program = str(bgtraffic.build(tmp_path))
+    ports = _free_ports(3)
+    capped = background.Flow(1, 1, "greedy", ports[0], 0, 1.0, window=256 * 1024)
+    free = background.Flow(1, 1, "greedy", ports[1], 0, 1.0)
+    sched = tmp_path / "pair1.sched"
+    sched.write_text(background.schedule_text([capped, free]))
+    recv = subprocess.Popen(
+        [program, "recv", str(sched), str(ports[2])], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        for _ in range(200):
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", ports[2])) == 0:
+                    break
+            time.sleep(0.01)
+        send = subprocess.Popen(
+            [program, "send", "127.0.0.1", str(sched)], stdout=subprocess.PIPE, text=True
+        )
+        time.sleep(1.0)
+        send.kill()
+        send.communicate()
+    finally:
+        recv.send_signal(signal.SIGINT)
+        report = recv.communicate(timeout=10)[0]
+    rows = {int(w[4]): w for w in map(str.split, report.splitlines()) if w[0] == "flow"}
+    cap = rows[capped.port]
+    assert cap[9:13] == ["window", "262144", "clamp", "262144"], report
+    assert int(cap[6]) > 0 and cap[13] == "reclamped" and int(cap[14]) >= 0, report
+    assert "window" not in rows[free.port]
+
+
 def test_counter_payload_estimate():
     before = {
         "rx_bytes": 0,

@@ -439,6 +439,13 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+# tcp_greedy_window's bounds: 4 full-size segments (MSS 1448 B with timestamps) at
+# least; at most 64 MiB, because the replayer's receiver locks its receive buffer
+# at 4 x the cap (docs/workloads.md) and the guest has 1 GiB
+GREEDY_WINDOW_MIN = 4 * 1448
+GREEDY_WINDOW_MAX = 64 * 2**20
+
+
 class Background(BaseModel):
     """One ``background:`` entry: flows between the topology's background
     pairs, replayed from a seeded schedule by ``generator`` (mptlab's
@@ -451,6 +458,11 @@ class Background(BaseModel):
     tcp_flows: int = Field(ge=0, description="rate-limited TCP flows per pair")
     udp_flows: int = Field(ge=0, description="UDP on/off flows per pair")
     tcp_greedy: int = Field(0, ge=0, description="saturating TCP flows per pair")
+    tcp_greedy_window: Size | None = Field(
+        None,
+        description="cap of each greedy flow's window (bytes in flight), set on its receiving "
+        "socket; None: unbounded (the window grows until the bottleneck's queue drops)",
+    )
     seed: int = Field(ge=0, description="seed of every random draw")
     seed_per_run: bool = Field(
         True, description="combine seed with the run's seed (repetitions differ)"
@@ -483,6 +495,17 @@ class Background(BaseModel):
             )
         return v
 
+    @field_validator("tcp_greedy_window")
+    @classmethod
+    def _greedy_window(cls, v):
+        if v is not None and not GREEDY_WINDOW_MIN <= v <= GREEDY_WINDOW_MAX:
+            raise ValueError(
+                f"must be between {GREEDY_WINDOW_MIN} B (4 full-size segments: with fewer in "
+                "flight a loss cannot bring 3 duplicate ACKs and waits for a timeout) and "
+                f"{GREEDY_WINDOW_MAX // 2**20} MiB (the receiver reserves 4 x the cap), got {v} B"
+            )
+        return v
+
     @model_validator(mode="after")
     def _ranges(self):
         for name in ("udp_pps", "rtt", "on_off"):
@@ -495,6 +518,18 @@ class Background(BaseModel):
             raise ValueError("give udp_rate or udp_pps, not both")
         if self.tcp_flows + self.udp_flows + self.tcp_greedy == 0:
             raise ValueError("no flows: set tcp_flows, udp_flows or tcp_greedy")
+        if self.tcp_greedy_window is not None:
+            if self.tcp_greedy == 0:
+                raise ValueError(
+                    "tcp_greedy_window caps greedy flows, but tcp_greedy is 0: "
+                    "set tcp_greedy to 1 or more, or drop tcp_greedy_window"
+                )
+            if self.generator != "mptlab":
+                # ITGSend/ITGRecv 2.8.1 have no option for socket buffers or the window
+                raise ValueError(
+                    "tcp_greedy_window needs generator mptlab (D-ITG has no option "
+                    f"that caps a TCP window), got generator {self.generator}"
+                )
         return self
 
     def resolved(self) -> Background:

@@ -12,7 +12,10 @@ pair's sender to its receiver across that pair's bottleneck:
 
 - ``tcp_flows`` rate-limited TCP flows: Poisson packets (exponential
   inter-departure times) at ``tcp_pps``;
-- ``tcp_greedy`` saturating TCP flows (the sender always has data);
+- ``tcp_greedy`` saturating TCP flows (the sender always has data), whose
+  window ``tcp_greedy_window`` caps (None: unbounded): the replayer's
+  receiver clamps the flow's advertised window, so at most that many bytes
+  are in flight and a path with BDP B keeps about ``window - B`` queued;
 - ``udp_flows`` UDP on/off flows: Pareto-distributed ON periods,
   exponentially distributed OFF periods (both truncated to ``on_off``),
   Poisson packets while ON at the flow's rate (``udp_rate``, or a rate drawn
@@ -110,6 +113,7 @@ class Flow:
     times: list[float] = field(default_factory=list, repr=False)
     sizes: list[int] = field(default_factory=list, repr=False)
     generator: str = "mptlab"  # mptlab | d-itg: what replays the flow
+    window: int | None = None  # greedy: cap of the advertised window (bytes); None: unbounded
 
     def mean_mbps(self, duty: float) -> float | None:
         if self.kind == "greedy":
@@ -238,6 +242,7 @@ def make_flows(
                     rtt_ms=rtt,
                     size=size,
                     generator=getattr(entry, "generator", "mptlab"),
+                    window=getattr(entry, "tcp_greedy_window", None) if kind == "greedy" else None,
                 )
                 if kind == "tcp":
                     flow.pps = entry.tcp_pps
@@ -278,6 +283,8 @@ def idt_lines(times: list[float]) -> str:
 
 def itgsend_line(flow: Flow, dest: str, files: Path, horizon_ms: int) -> str:
     if flow.kind == "greedy":
+        if flow.window is not None:  # Background refuses it; a Flow made by hand could
+            raise ValueError("D-ITG cannot cap a greedy flow's window (generator mptlab can)")
         return f"-a {dest} -rp {flow.port} -T TCP -C {GREEDY_PPS} -c 1448 -t {horizon_ms}"
     idt = files / f"flow{flow.port}.idt"
     sizes = files / f"flow{flow.port}.size"
@@ -290,7 +297,7 @@ def itgsend_line(flow: Flow, dest: str, files: Path, horizon_ms: int) -> str:
 def schedule_lines(flows: list[Flow]) -> Iterator[str]:
     """The replayer's schedule (``helpers/bgtraffic.c``) for one pair's flows,
     line by line: ``flows N``, one ``KIND PORT`` line per flow (flow i is the
-    i-th), then ``packets M`` and every packet of every flow merged into one
+    i-th; a greedy flow with a window cap: ``greedy PORT WINDOW``), then ``packets M`` and every packet of every flow merged into one
     timeline, ``US FLOW SIZE`` (due time in microseconds after the
     replayer's start, flow index, payload bytes), in time order; ties in
     flow order, then in the flow's own order.
@@ -301,7 +308,9 @@ def schedule_lines(flows: list[Flow]) -> Iterator[str]:
     instead of 0.15 s for a blest-3g-wlan run's two schedules (host CPU)."""
     yield f"flows {len(flows)}\n"
     for f in flows:
-        yield f"{f.kind} {f.port}\n"
+        if f.window is not None and f.kind != "greedy":
+            raise ValueError(f"flow {f.port}: a window cap is for greedy flows, not {f.kind}")
+        yield f"{f.kind} {f.port}" + (f" {f.window}" if f.window is not None else "") + "\n"
     yield f"packets {sum(len(f.times) for f in flows)}\n"
     n = len(flows)
     keys: list[int] = []
@@ -665,6 +674,8 @@ def stop(ctx) -> dict:
                 "receiver": info["receiver"],
                 "path": info["path"],
                 "flows": {k: sum(f.kind == k for f in mine) for k in ("tcp", "udp", "greedy")},
+                # each greedy flow's window cap in bytes, in flow order (null: unbounded)
+                "greedy_window": [f.window for f in mine if f.kind == "greedy"],
                 "generator": "+".join(generators),
                 "window_s": window,
                 "configured_mbps": configured,

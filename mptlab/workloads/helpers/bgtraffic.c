@@ -37,7 +37,8 @@
  * Schedule (text, written by background.py; times already merged and sorted):
  *
  *   flows N
- *   KIND PORT            N lines, KIND tcp | udp | greedy; flow i is line i
+ *   KIND PORT [WINDOW]   N lines, KIND tcp | udp | greedy; flow i is line i;
+ *                        WINDOW (greedy only): cap of its window in bytes
  *   packets M
  *   US FLOW SIZE         M lines: due time (us after t0), flow index, payload
  *
@@ -60,6 +61,29 @@
  * kernel still wakes it early when the window would close); UDP sockets are
  * drained every TICK_MS with recvmmsg().  SIGINT/SIGTERM: prints what it got
  * per flow and exits.
+ *
+ * A greedy flow with a WINDOW is window-limited by its receiver, as a
+ * saturated sender limited by socket buffers (BLEST's background, D-ITG on
+ * Linux 3.14): at most WINDOW bytes in flight, so a path with BDP B keeps
+ * about WINDOW - B queued instead of its whole queue.  Why the receiver:
+ * TCP_WINDOW_CLAMP bounds the advertised window itself, in bytes (rounded
+ * up to the window scale's unit: 8 B at 256 KiB), so the sender's bytes in
+ * flight can never exceed it whatever its congestion control does; a
+ * sender-side SO_SNDBUF counts skb memory (truesize, ~1.6-2x payload and
+ * varying with segmentation), not bytes, and TCP_NOTSENT_LOWAT bounds only
+ * unsent data.  How (setup_window(), drain_tcp()):
+ *   - the listener gets SO_RCVBUF(FORCE) = 4 x WINDOW, which locks the
+ *     buffer (no autotuning, which would raise the clamp with it) and
+ *     leaves room for unread data without shrinking the window, and
+ *     TCP_WINDOW_CLAMP = WINDOW, which the kernel copies into each
+ *     connection request: the SYN-ACK's window and window scale obey it;
+ *   - Linux 6.12 overwrites the clamp with the buffer's window
+ *     (tcp_measure_rcv_mss(), when the first full-size segment changes
+ *     its payload/truesize ratio): the receiver reads the clamp back at
+ *     each wake-up and sets it again if it moved ("reclamped" in its
+ *     report; the kernel test sees it once per connection, at the start);
+ *   - it wakes per min(RCV_LOWAT, WINDOW / 2) bytes, so unread data never
+ *     holds more than half the window.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -67,6 +91,7 @@
 #include <inttypes.h>
 #include <linux/io_uring.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <arpa/inet.h>
 #include <poll.h>
 #include <signal.h>
@@ -113,6 +138,10 @@ struct flow {
 	uint64_t pend; /* sender, TCP: bytes due that the socket has not taken yet */
 	int dead; /* sender: a TCP send failed, the flow's packets are skipped */
 	int resting; /* sender, io_uring: a send of ->pend is in the ring */
+	int window; /* greedy: cap of the advertised window (bytes); 0: none */
+	int conn; /* receiver, capped greedy: the accepted connection, or -1 */
+	long reclamps; /* receiver: times the kernel had moved the clamp */
+	int clamp_end; /* receiver: the clamp its connection ended with (-1: none) */
 };
 
 struct pkt {
@@ -142,7 +171,7 @@ static void bad(const char *path, const char *what)
 /* Reads the flows and, if @with_packets, the packets of a schedule file. */
 static void load(const char *path, int with_packets)
 {
-	char kind[16];
+	char kind[16], line[128];
 	FILE *f = fopen(path, "r");
 	long i;
 
@@ -155,9 +184,18 @@ static void load(const char *path, int with_packets)
 		die("calloc");
 	for (i = 0; i < nflows; i++) {
 		struct flow *fl = &flows[i];
+		int n;
 
-		if (fscanf(f, " %15s %d", kind, &fl->port) != 2 || fl->port < 1 || fl->port > 65535)
-			bad(path, "expected 'KIND PORT'");
+		/* a line each (WINDOW is optional); the first read ends the 'flows' line */
+		do {
+			if (!fgets(line, sizeof(line), f))
+				bad(path, "expected 'KIND PORT [WINDOW]'");
+		} while (line[strspn(line, " \t\n")] == '\0');
+		n = sscanf(line, "%15s %d %d", kind, &fl->port, &fl->window);
+		if (n < 2 || fl->port < 1 || fl->port > 65535)
+			bad(path, "expected 'KIND PORT [WINDOW]'");
+		if (n == 3 && (strcmp(kind, "greedy") || fl->window < 1))
+			bad(path, "a WINDOW is a positive byte count, for greedy flows only");
 		if (!strcmp(kind, "tcp"))
 			fl->kind = K_TCP;
 		else if (!strcmp(kind, "udp"))
@@ -167,6 +205,8 @@ static void load(const char *path, int with_packets)
 		else
 			bad(path, "flow kind must be tcp, udp or greedy");
 		fl->fd = -1;
+		fl->conn = -1;
+		fl->clamp_end = -1;
 	}
 	if (!with_packets)
 		goto out;
@@ -861,7 +901,45 @@ static void watch(int ep, int fd, uint32_t events, uint64_t data)
 		die("epoll_ctl");
 }
 
-static int listen_on(int port)
+/*
+ * A capped greedy flow's listener (see the top of the file): its receive
+ * buffer locked at 4 x @window, its window clamped to @window, both
+ * inherited by the connection it accepts.
+ */
+static void setup_window(int fd, int window)
+{
+	int half = 2 * window; /* the kernel doubles it: sk_rcvbuf = 4 x window */
+
+	/* FORCE: above net.core.rmem_max (we are root in the guest) */
+	if (setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &half, sizeof(half)) &&
+	    setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &half, sizeof(half)))
+		die("SO_RCVBUF");
+	if (setsockopt(fd, IPPROTO_TCP, TCP_WINDOW_CLAMP, &window, sizeof(window)))
+		die("TCP_WINDOW_CLAMP");
+}
+
+/* @fl's connection's clamp now, into ->clamp_end (the report's "clamp"). */
+static int read_clamp(struct flow *fl)
+{
+	socklen_t len = sizeof(fl->clamp_end);
+
+	if (getsockopt(fl->conn, IPPROTO_TCP, TCP_WINDOW_CLAMP, &fl->clamp_end, &len))
+		die("TCP_WINDOW_CLAMP");
+	return fl->clamp_end;
+}
+
+/* Sets @fl's clamp again if the kernel moved it (Linux 6.12 does, once). */
+static void keep_clamp(struct flow *fl)
+{
+	if (read_clamp(fl) == fl->window)
+		return;
+	if (setsockopt(fl->conn, IPPROTO_TCP, TCP_WINDOW_CLAMP, &fl->window, sizeof(fl->window)))
+		die("TCP_WINDOW_CLAMP");
+	fl->reclamps++;
+	read_clamp(fl);
+}
+
+static int listen_on(int port, int window)
 {
 	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
 	int one = 1;
@@ -871,6 +949,8 @@ static int listen_on(int port)
 		die("socket");
 	if (setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one)))
 		die("SO_REUSEADDR");
+	if (window)
+		setup_window(fd, window);
 	if (bind(fd, (struct sockaddr *)&a, sizeof(a))) {
 		fprintf(stderr, "bgtraffic: bind TCP port %d: %s\n", port, strerror(errno));
 		exit(1);
@@ -913,9 +993,16 @@ static void drain_tcp(int ep, struct flow *fl, int fd)
 		}
 		if (n < 0 && errno == EINTR)
 			continue;
-		if (n < 0 && errno == EAGAIN)
+		if (n < 0 && errno == EAGAIN) {
+			if (fl->conn == fd)
+				keep_clamp(fl);
 			return;
+		}
 		epoll_ctl(ep, EPOLL_CTL_DEL, fd, NULL);
+		if (fl->conn == fd) { /* the sender ended it (the agent kills senders first) */
+			read_clamp(fl);
+			fl->conn = -1;
+		}
 		close(fd);
 		return;
 	}
@@ -981,7 +1068,7 @@ static int do_recv(const char *path, const char *signal_port)
 			fl->fd = bind_udp(fl->port);
 			udp++;
 		} else {
-			fl->fd = listen_on(fl->port);
+			fl->fd = listen_on(fl->port, fl->window);
 			watch(ep, fl->fd, EPOLLIN, tag(T_LISTEN, i, fl->fd));
 		}
 	}
@@ -992,7 +1079,7 @@ static int do_recv(const char *path, const char *signal_port)
 		watch(ep, tfd, EPOLLIN, tag(T_TICK, 0, tfd));
 	}
 	/* last: once this port listens, every flow's port is ready */
-	i = listen_on(atoi(signal_port));
+	i = listen_on(atoi(signal_port), 0);
 	watch(ep, i, EPOLLIN, tag(T_SIGNAL_LISTEN, 0, i));
 
 	while (!stop) {
@@ -1019,6 +1106,12 @@ static int do_recv(const char *path, const char *signal_port)
 					close(fd);
 					break;
 				}
+				if (flows[flow].window) {
+					/* unread data never holds more than half the window */
+					if (lowat > flows[flow].window / 2)
+						lowat = flows[flow].window / 2;
+					flows[flow].conn = fd;
+				}
 				setsockopt(fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof(lowat));
 				watch(ep, fd, EPOLLIN, tag(T_DATA, flow, fd));
 				drain_tcp(ep, &flows[flow], fd);
@@ -1038,9 +1131,19 @@ static int do_recv(const char *path, const char *signal_port)
 		}
 	}
 	drain_udp();
-	for (i = 0; i < nflows; i++)
-		printf("flow %d %s port %d bytes %" PRIu64 " datagrams %" PRIu64 "\n", i,
-		       names[flows[i].kind], flows[i].port, flows[i].bytes, flows[i].dgrams);
+	for (i = 0; i < nflows; i++) {
+		struct flow *fl = &flows[i];
+
+		printf("flow %d %s port %d bytes %" PRIu64 " datagrams %" PRIu64, i,
+		       names[fl->kind], fl->port, fl->bytes, fl->dgrams);
+		/* the clamp at the end (-1: never connected) */
+		if (fl->window && fl->conn >= 0)
+			read_clamp(fl);
+		if (fl->window)
+			printf(" window %d clamp %d reclamped %ld", fl->window, fl->clamp_end,
+			       fl->reclamps);
+		printf("\n");
+	}
 	printf("wakeups %ld tcp_reads %ld recvmmsg %ld\n", nwakes, nreads, nrecvmmsg);
 	return 0;
 }
