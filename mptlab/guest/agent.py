@@ -48,7 +48,7 @@ from .. import rundir
 from ..rundir import RunDir, RunDirError, RunSpec
 from ..spec.knobs import buffer_sysctls, fec_hosts, fec_sysctls, mptbm_sysctls
 from ..spec.plan import mptcp_endpoints
-from . import fec, modules, nstat, sampler, sbdu, stall, tracepoints
+from . import fec, modules, nstat, sampler, sbdu, schedstats, stall, tracepoints
 from .build import build
 from .config import ConfigError, GuestRun
 from .netlab import Net
@@ -658,13 +658,20 @@ def _run(run_dir: RunDir, state: dict) -> int:
         # a stopped or failed workload leaves connections that may never close
         wait_for_close(ctx, 30 if outcome.exc is None and not outcome.stalled else 2)
         ctx.nstat.take("end")
+        # the scheduler's counters, now that its connections have closed
+        sched_stats = schedstats.collect(ctx)
         records, fidelity = stop_traces(ctx)
         metrics = outcome.metrics
         if metrics is None and outcome.exc is not None:
             metrics = getattr(outcome.exc, "metrics", None)
         kernel_records = kernel_counters(ctx, records)
         if isinstance(metrics, dict):  # the agent's own metrics beside the workload's
-            metrics = {**metrics, **fec_metrics(ctx, kernel_records), **sbd_metrics(ctx)}
+            metrics = {
+                **metrics,
+                **fec_metrics(ctx, kernel_records),
+                **sbd_metrics(ctx),
+                **schedstats.metrics(sched_stats),
+            }
         result.update(
             fidelity=fidelity,
             metrics=metrics,
@@ -673,6 +680,8 @@ def _run(run_dir: RunDir, state: dict) -> int:
             marks=ctx.marks,
             addresses={h: ctx.plan.addresses(h) for h in ctx.plan.hosts},
         )
+        if sched_stats is not None:
+            result["schedstats"] = sched_stats
         result["nstat"], result["memory"] = ctx.nstat.result()
         result["watchdog"] = watchdog.summary() if watchdog else {"setting": "off"}
         memory_words = stall.memory_diagnosis(

@@ -72,6 +72,7 @@ def known_schedulers() -> list[str]:
 WORD_PARAMS: dict[str, dict[str, tuple[str, ...]]] = {
     "cp": {"mode": ("rad", "cons"), "probing": ("auto", "static", "dynamic")},
     "redundant": {"pace": ("slowest", "fastest")},
+    "blest": {"rules": ("paper", "v095")},
 }
 # the congestion controls that are mptlab's modules (kernel/modules/mptcp_<cc>.c),
 # the only ones kernel.congestion_params can reach

@@ -12,10 +12,10 @@ A new instrument is a new module here and an entry in ``READERS``.
 
 from __future__ import annotations
 
-from . import common, fec, kernel, nstat, ofo, paths, pcap, result, samplers, sbd
+from . import common, fec, kernel, nstat, ofo, paths, pcap, result, samplers, sbd, schedstats
 from .base import IngestError, Run
 
-READERS = (common, result, kernel, fec, sbd, samplers, nstat, ofo, paths, pcap)
+READERS = (common, result, kernel, fec, sbd, schedstats, samplers, nstat, ofo, paths, pcap)
 
 
 def attributes() -> tuple[str, ...]:

@@ -24,6 +24,7 @@ from . import (
     figs,
     headline,
     health,
+    mechanism,
     nstat,
     overview,
     pcap,
@@ -50,6 +51,7 @@ SECTIONS: tuple[Section, ...] = (
     figs.section,  # bar, box and CDF per key metric; path shares; time series
     fec.section,  # TCP-dFEC's ratio over time
     sbd.section,  # shared-bottleneck detection's accuracy
+    mechanism.section,  # the scheduler's mechanism counters (bulk runs)
     health.section,  # what the runs cost the host; starved runs
     pcap.section,  # packet traces against the kernel counters
     nstat.section,  # the kernel's drop/prune/OFO/retransmission counters
