@@ -149,6 +149,7 @@ class SweepResults:
     spec: SweepSpec
     points: list[Point] = field(default_factory=list)
     elapsed_s: float = 0.0
+    not_ok: int = 0  # runs of this invocation that did not end ok (failed, stalled, ...)
 
     @classmethod
     def open(cls, path: Path | str) -> SweepResults:
@@ -208,6 +209,7 @@ def run_sweep(
         + "\n"
     )
     started = time.monotonic()
+    not_ok = 0
     total = len(points) * len(keep) * spec.repetitions
     if progress:
         print(
@@ -236,10 +238,13 @@ def run_sweep(
             raise KeyboardInterrupt(
                 f"sweep stopped by {done.report.stopped}: run it again to resume"
             )
-    result = SweepResults(root, spec, points, time.monotonic() - started)
+        not_ok += len(done.report.failed) if done.report else 0
+    result = SweepResults(root, spec, points, time.monotonic() - started, not_ok)
     paths = result.write()
     if progress:
         print(f"sweep {spec.experiment}: {paths['html']}  ({result.elapsed_s / 60:.1f} min)")
+        if not_ok:
+            print(f"sweep {spec.experiment}: {not_ok} runs not ok (counted in the tables)")
     return result
 
 
@@ -322,11 +327,12 @@ def cmd_sweep(args) -> int:
         file=args.file,
     )
     try:
-        run_sweep(spec, args.out, jobs=args.jobs, clock=args.clock, dry_run=args.dry_run)
+        result = run_sweep(spec, args.out, jobs=args.jobs, clock=args.clock, dry_run=args.dry_run)
     except (KernelNotBuilt, CampaignLocked, ConfinementError) as exc:
         print(f"mptlab: {exc}", file=sys.stderr)
         return 2
-    return 0
+    # as mptlab run: 1 when a run did not end ok (they stay counted in the tables)
+    return 1 if result.not_ok else 0
 
 
 def add_parser(sub) -> None:

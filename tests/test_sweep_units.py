@@ -65,6 +65,8 @@ def test_keys_reach_free_mappings_and_list_entries():
     set_key(data, "kernel.sysctls.net.ipv4.tcp_recovery", 1)
     assert data["kernel"]["sysctls"] == {"net.ipv4.tcp_recovery": 1}
     assert get_key(data, "background.0.tcp_greedy") == 1
+    set_key(data, "background.0", {"tcp_greedy": 2, "tcp_greedy_window": "64KiB"})
+    assert data["background"][0] == {"tcp_greedy": 2, "tcp_greedy_window": "64KiB"}  # merged
     with pytest.raises(SpecError, match="has no entry 3"):
         set_key(data, "background.3.tcp_greedy", 1)
     with pytest.raises(KeyError):

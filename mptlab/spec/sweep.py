@@ -15,6 +15,9 @@ three additions a sweep needs:
 - ``profiles.NAME.FIELD``: a field of a link profile the experiment's paths
   or topology use (``profiles.wlan.loss``, ``profiles.3g.queue``);
 - a list index: ``background.0.tcp_greedy``;
+- a mapping as the value merges into the mapping the key names, as
+  ``extends:`` does, so one point can move several fields together
+  (``background.0={tcp_greedy: 1, tcp_greedy_window: 256KiB}``);
 - below a mapping of free keys (``kernel.sysctls``, ``kernel.scheduler_params``,
   ``kernel.congestion_params``) the rest is one key, dots and all
   (``kernel.sysctls.net.ipv4.tcp_recovery``).
@@ -248,9 +251,15 @@ def set_key(data: dict, key: str, value: Any) -> None:
     if isinstance(last, int):
         if not isinstance(node, list) or last >= len(node):
             raise SpecError(f"--vary {key}: no entry {last}")
-        node[last] = copy.deepcopy(value)
+        if isinstance(value, dict) and isinstance(node[last], dict):
+            node[last] = {**node[last], **copy.deepcopy(value)}
+        else:
+            node[last] = copy.deepcopy(value)
     elif not isinstance(node, dict):
         raise SpecError(f"--vary {key}: {'.'.join(map(str, parts[:-1]))} is not a mapping")
+    elif isinstance(value, dict) and isinstance(node.get(last), dict):
+        # a mapping merges into the mapping there, as extends: does (several fields at once)
+        node[last] = {**node[last], **copy.deepcopy(value)}
     else:
         node[last] = copy.deepcopy(value)
 
