@@ -463,6 +463,10 @@ def test_greedy_window_is_checked_naming_the_field(tmp_path):
     cat = campaign(tmp_path, GREEDY_IDLE, entry + "tcp_greedy: 2, tcp_greedy_window: 256KiB}\n")
     (e,) = cat.expand("t")[0].config["background"]
     assert e["tcp_greedy_window"] == 262144  # reaches the guest in bytes
+    # without a cap the run's config is what it was before the field existed
+    cat = campaign(tmp_path, GREEDY_IDLE, entry + "tcp_greedy: 2}\n")
+    (e,) = cat.expand("t")[0].config["background"]
+    assert "tcp_greedy_window" not in e and e["tcp_greedy"] == 2
 
 
 def test_greedy_window_goes_to_the_greedy_flows_and_their_schedule_line():

@@ -17,7 +17,15 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+    model_validator,
+)
 
 from .metrics import UNITS, Metric
 from .units import Duration, Rate, Size
@@ -531,6 +539,17 @@ class Background(BaseModel):
                     f"that caps a TCP window), got generator {self.generator}"
                 )
         return self
+
+    @model_serializer(mode="wrap")
+    def _dump(self, handler: SerializerFunctionWrapHandler) -> dict:
+        """Without a cap, no ``tcp_greedy_window`` key: an uncapped entry's
+        dump (the run's spec.json ``config.background``) stays what it was
+        before the field existed, so runs keep their identity and a guest
+        whose record lacks the field still reads them."""
+        out = handler(self)
+        if out.get("tcp_greedy_window", 0) is None:
+            del out["tcp_greedy_window"]
+        return out
 
     def resolved(self) -> Background:
         """The entry with its preset's values filled in (what the guest gets)."""
