@@ -162,7 +162,9 @@ class SweepResults:
         numbers = claim_numbers(exp, self.spec.claims)
         claims = exp.catalog.claims(exp.name)
         chosen = [claims[n - 1] for n in numbers]
-        return analysis.evaluate(self.path, chosen, numbers, self.points, self.spec.targets)
+        return analysis.evaluate(
+            self.path, chosen, numbers, self.points, self.spec.targets, shown=self.spec.show
+        )
 
     def forest(self, claim_no: int) -> Any:
         return analysis.forest(self.table, claim_no)
@@ -271,6 +273,7 @@ def sweep(
     claims: list[int] | None = None,
     variants: list[str] | None = None,
     targets: list[str] | None = None,
+    show: list[str] | None = None,
     out: Path | str | None = None,
     jobs: int | None = None,
     seed: int = 1,
@@ -288,6 +291,7 @@ def sweep(
         variants=list(variants or []),
         claims=list(claims or []),
         targets=list(targets or []),
+        show=list(show or []),
         seed=seed,
         quick=quick,
         file=str(file) if file else None,
@@ -322,6 +326,7 @@ def cmd_sweep(args) -> int:
         variants=args.variant or [],
         claims=args.claim or [],
         targets=args.target or [],
+        show=args.show or [],
         seed=args.seed,
         quick=args.quick,
         file=args.file,
@@ -368,6 +373,12 @@ def add_parser(sub) -> None:
         action="append",
         metavar="VARIANT:METRIC=VALUE",
         help="another baseline number of the paper for the baseline error",
+    )
+    p.add_argument(
+        "--show",
+        action="append",
+        metavar="VARIANT:METRIC",
+        help="a level to show per point beside the baseline error (e.g. tcp-wlan:goodput_mbps)",
     )
     p.add_argument("--out", help="sweep root (default: ./results/sweeps/NAME)")
     p.add_argument("--jobs", type=cliargs.JOBS, help="guests at most at once")

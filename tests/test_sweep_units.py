@@ -49,7 +49,7 @@ def test_a_sweep_needs_axes_two_reps_and_distinct_keys():
         SweepSpec("e", [Axis("a", (1,))], repetitions=1)
     with pytest.raises(SpecError, match="twice"):
         SweepSpec("e", [Axis("a", (1,)), Axis("a", (2,))])
-    spec = SweepSpec("e", [Axis("a", (1, "2%"))], claims=[1], targets=["v:m=1"])
+    spec = SweepSpec("e", [Axis("a", (1, "2%"))], claims=[1], targets=["v:m=1"], show=["v:m"])
     assert SweepSpec.from_json(json.loads(json.dumps(spec.to_json()))) == spec
 
 
@@ -232,6 +232,20 @@ def test_markdown_names_points_verdicts_runs_not_ok_and_errors():
     assert "| k=2 | - [-, -] | not run |" in md and "| n/a |" in md
     targets = asweep.targets_markdown(_table())
     assert "| as shipped | 0.400 | 1.5 (1.50x, n=19) |" in targets
+
+
+def test_levels_show_a_variants_mean_per_point():
+    runs = pd.DataFrame(
+        {"variant": ["w", "w", "g"], "status": ["ok", "failed", "ok"], "goodput_mbps": [2.0, 9, 4]}
+    )
+    got = asweep.levels(runs, [("w", {}), ("g", {})], ["w:goodput_mbps", "x:goodput_mbps"])
+    assert got == {
+        "w:goodput_mbps": [2.0, 1],
+        "x:goodput_mbps": [pytest.approx(math.nan, nan_ok=True), 0],
+    }
+    t = _table()
+    t["levels"] = json.dumps({"w:goodput_mbps": [2.0, 1]})
+    assert "| 1.5 (1.50x, n=19) | 2 (n=1) |" in asweep.targets_markdown(t)
 
 
 def test_cli_dry_run_lists_the_points_and_bad_input_is_one_line(mptlab):

@@ -108,6 +108,23 @@ def baseline_error(
     return (float(np.mean(logs)) if logs else math.nan), parts
 
 
+def levels(runs: pd.DataFrame, variants: list[tuple[str, dict]], shown: Sequence[str]) -> dict:
+    """``VARIANT:METRIC`` -> [mean over ok runs, n] (a level to show beside the
+    error, e.g. the single-path baselines' goodput: which path is the best)."""
+    out: dict[str, list] = {}
+    for text in shown:
+        entry, _, metric = text.partition(":")
+        label, _ = resolve(entry, variants)
+        mean, n = math.nan, 0
+        if label is not None and metric in runs:
+            mine = runs[(runs["variant"] == label) & (runs["status"] == "ok")][metric]
+            mine = pd.to_numeric(mine, errors="coerce").dropna()
+            if len(mine):
+                mean, n = float(mine.mean()), len(mine)
+        out[text] = [mean, n]
+    return out
+
+
 def point_dir(root: Path, point: Point) -> Path:
     return Path(root) / "points" / point.slug
 
@@ -132,6 +149,7 @@ def evaluate(
     points: list[Point],
     extra_targets: Sequence[str] = (),
     seed: int = 0,
+    shown: Sequence[str] = (),
 ) -> pd.DataFrame:
     """One row per (point, claim): the claim's numbers at that point, and the
     point's baseline error.  ``numbers``: the claims' 1-based numbers in the
@@ -143,6 +161,7 @@ def evaluate(
         runs = _runs(pdir)
         variants = reproduce.campaign_variants(runs) if len(runs) else []
         err, parts = baseline_error(runs, variants, wanted) if len(runs) else (math.nan, [])
+        shown_levels = levels(runs, variants, shown) if len(runs) else {}
         results: list[reproduce.ClaimResult | None] = [None] * len(claims)
         if len(runs):
             results = list(reproduce.evaluate(claims, runs, seed=seed))
@@ -167,6 +186,7 @@ def evaluate(
                 "baseline_mean": math.nan,
                 "baseline_error": err,
                 "baseline_targets": json.dumps(parts),
+                "levels": json.dumps(shown_levels),
             }
             if res is not None:
                 row.update(
@@ -308,13 +328,16 @@ def targets_markdown(table: pd.DataFrame) -> str:
     """The baseline numbers behind each point's error: ours (ratio to the paper's, n)."""
     firsts = table.drop_duplicates("slug")
     parts0 = json.loads(firsts.iloc[0]["baseline_targets"]) if len(firsts) else []
-    if not parts0:
+    shown0 = list(json.loads(firsts.iloc[0].get("levels", "{}") or "{}")) if len(firsts) else []
+    if not parts0 and not shown0:
         return "No baseline numbers: the claims give no paper values of their baselines.\n"
-    head = " | ".join(p["target"] for p in parts0)
+    head = " | ".join([p["target"] for p in parts0] + shown0)
     lines = [
         f"| point | error | {head} |",
-        "|---|---|" + "---|" * len(parts0),
-        "| paper | | " + " | ".join(f"{p['paper']:.4g}" for p in parts0) + " |",
+        "|---|---|" + "---|" * (len(parts0) + len(shown0)),
+        "| paper | | "
+        + " | ".join([f"{p['paper']:.4g}" for p in parts0] + ["" for _ in shown0])
+        + " |",
     ]
     for _, r in firsts.iterrows():
         parts = json.loads(r["baseline_targets"])
@@ -324,6 +347,8 @@ def targets_markdown(table: pd.DataFrame) -> str:
                 cells.append(f"{p['ours']:.4g} ({p['ours'] / p['paper']:.2f}x, n={p['n']})")
             else:
                 cells.append("-")
+        for mean, n in json.loads(r.get("levels", "{}") or "{}").values():
+            cells.append(f"{mean:.4g} (n={n})" if n else "-")
         err = f"{r['baseline_error']:.3f}" if math.isfinite(r["baseline_error"]) else "n/a"
         lines.append(f"| {r['point']} | {err} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

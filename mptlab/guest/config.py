@@ -152,6 +152,7 @@ class BackgroundEntry:
     seed: int
     pairs: tuple[int, ...] | None = None
     tcp_greedy: int = 0
+    tcp_greedy_window: int | None = None
     seed_per_run: bool = True
     tcp_pps: float | None = None
     udp_rate: float | None = None

@@ -146,6 +146,7 @@ class SweepSpec:
     variants: list[str] = field(default_factory=list)  # extra variants to run at each point
     claims: list[int] = field(default_factory=list)  # 1-based claim numbers; [] all
     targets: list[str] = field(default_factory=list)  # extra baseline targets VARIANT:METRIC=V
+    show: list[str] = field(default_factory=list)  # levels shown per point, VARIANT:METRIC
     seed: int = 1
     quick: bool = False
     file: str | None = None  # the campaign file NAME comes from, if not experiments.yaml
@@ -188,6 +189,7 @@ class SweepSpec:
             "variants": self.variants,
             "claims": self.claims,
             "targets": self.targets,
+            "show": self.show,
             "seed": self.seed,
             "quick": self.quick,
             "file": self.file,
@@ -203,6 +205,7 @@ class SweepSpec:
             variants=list(data.get("variants", [])),
             claims=list(data.get("claims", [])),
             targets=list(data.get("targets", [])),
+            show=list(data.get("show", [])),
             seed=data.get("seed", 1),
             quick=data.get("quick", False),
             file=data.get("file"),
