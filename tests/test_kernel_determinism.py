@@ -12,7 +12,8 @@ its first subflow another MPTCP token and another goodput (docs/experiments.md,
 /run in the guest's view of the host.
 
 The runs need root: the host's /run is changed in a mount namespace of the
-run's own (``unshare -m``), never on the machine itself.
+run's own (``unshare -m``), never on the machine itself (``mount -n``: a
+plain ``mount`` would create the host's /run/mount, the very input).
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def test_a_run_repeats_whatever_the_hosts_run_dir_holds(tmp_path):
     other = _run(
         tmp_path / "other",
         camp,
-        f"mount -t tmpfs mptlab-test /run && {flip}mkdir -p /run/systemd",
+        f"mount -n -t tmpfs mptlab-test /run && {flip}mkdir -p /run/systemd",
     )
     first, first_traces = _record(plain)
     second, second_traces = _record(other)
