@@ -345,8 +345,21 @@ static int cp_get_subflow(struct mptcp_sock *msk, struct mptcp_sched_data *data)
 	return -EAGAIN;
 }
 
+/* The re-send counters only: the 64 bytes of per-connection state are all
+ * taken by the plan (or the probing state), which leaves no room for the
+ * state the time counters need (sched_util.h).
+ */
+module_param_cb(stats, &sched_stats_ops, NULL, 0444);
+MODULE_PARM_DESC(stats, SCHED_STATS_DESC);
+
+static int cp_get_subflow_counted(struct mptcp_sock *msk,
+				  struct mptcp_sched_data *data)
+{
+	return sched_stats_done(msk, data, cp_get_subflow(msk, data));
+}
+
 static struct mptcp_sched_ops cp_ops = {
-	.get_subflow	= cp_get_subflow,
+	.get_subflow	= cp_get_subflow_counted,
 	.name		= "cp",
 	.owner		= THIS_MODULE,
 };

@@ -26,8 +26,12 @@ module_param(beta, uint, 0644);
 MODULE_PARM_DESC(beta, "hysteresis factor, thousandths (default 250 = 0.25)");
 
 struct ecf_state {
+	struct sched_stats_conn stats;
 	bool waiting;
 };
+
+module_param_cb(stats, &sched_stats_ops, NULL, 0444);
+MODULE_PARM_DESC(stats, SCHED_STATS_DESC);
 
 static bool ecf_wait_for_fast(struct ecf_state *st,
 			      const struct mptcp_sched_subflow_info *f,
@@ -53,26 +57,35 @@ static bool ecf_wait_for_fast(struct ecf_state *st,
 	return false;
 }
 
+static int ecf_pick(struct mptcp_sock *msk, struct ecf_state *st,
+		    const struct mptcp_sched_data *data,
+		    const struct sched_view *v)
+{
+	struct mptcp_sched_conn_info conn;
+	int fast, pick;
+
+	fast = sched_min_rtt(v, false);
+	pick = sched_min_rtt(v, true);
+	if (data->reinject || fast < 0 || pick < 0 || pick == fast)
+		return sched_mark(v, pick);
+	if (!v->info[fast].srtt_us || !v->info[pick].srtt_us)
+		return sched_mark(v, pick);
+
+	mptcp_sched_conn_info(msk, &conn);
+	if (ecf_wait_for_fast(st, &v->info[fast], &v->info[pick], &conn))
+		return -EAGAIN;
+	return sched_mark(v, pick);
+}
+
 static int ecf_get_subflow(struct mptcp_sock *msk,
 			   struct mptcp_sched_data *data)
 {
 	struct ecf_state *st = mptcp_sched_priv(msk);
-	struct mptcp_sched_conn_info conn;
 	struct sched_view v;
-	int fast, pick;
 
 	sched_view_init(&v, data);
-	fast = sched_min_rtt(&v, false);
-	pick = sched_min_rtt(&v, true);
-	if (data->reinject || fast < 0 || pick < 0 || pick == fast)
-		return sched_mark(&v, pick);
-	if (!v.info[fast].srtt_us || !v.info[pick].srtt_us)
-		return sched_mark(&v, pick);
-
-	mptcp_sched_conn_info(msk, &conn);
-	if (ecf_wait_for_fast(st, &v.info[fast], &v.info[pick], &conn))
-		return -EAGAIN;
-	return sched_mark(&v, pick);
+	sched_stats_account(msk, data, &v, &st->stats);
+	return sched_stats_done(msk, data, ecf_pick(msk, st, data, &v));
 }
 
 static struct mptcp_sched_ops ecf_ops = {

@@ -11,13 +11,18 @@
 #include <linux/module.h>
 #include "sched_util.h"
 
+module_param_cb(stats, &sched_stats_ops, NULL, 0444);
+MODULE_PARM_DESC(stats, SCHED_STATS_DESC);
+
 static int minrtt_get_subflow(struct mptcp_sock *msk,
 			      struct mptcp_sched_data *data)
 {
+	struct sched_stats_conn *c = mptcp_sched_priv(msk);
 	struct sched_view v;
 
 	sched_view_init(&v, data);
-	return sched_mark(&v, sched_min_rtt(&v, true));
+	sched_stats_account(msk, data, &v, c);
+	return sched_stats_done(msk, data, sched_mark(&v, sched_min_rtt(&v, true)));
 }
 
 static struct mptcp_sched_ops minrtt_ops = {
@@ -28,6 +33,7 @@ static struct mptcp_sched_ops minrtt_ops = {
 
 static int __init minrtt_register(void)
 {
+	BUILD_BUG_ON(sizeof(struct sched_stats_conn) > MPTCP_SCHED_PRIV_SIZE);
 	return mptcp_register_scheduler(&minrtt_ops);
 }
 

@@ -35,22 +35,35 @@ static unsigned int rtt_ratio = 4000;
 module_param(rtt_ratio, uint, 0644);
 MODULE_PARM_DESC(rtt_ratio, "re-send only past this sRTT ratio carrier/re-sender, thousandths (v0.90: 4000; 0: always)");
 
-static int minrtt_pr_get_subflow(struct mptcp_sock *msk,
-				 struct mptcp_sched_data *data)
+module_param_cb(stats, &sched_stats_ops, NULL, 0444);
+MODULE_PARM_DESC(stats, SCHED_STATS_DESC);
+
+static int minrtt_pr_pick(struct mptcp_sock *msk,
+			  const struct mptcp_sched_data *data,
+			  const struct sched_view *v)
 {
-	struct sched_view v;
 	int best;
 
-	sched_view_init(&v, data);
 	if (!data->reinject || !retransmit)
-		return sched_mark(&v, sched_min_rtt(&v, true));
+		return sched_mark(v, sched_min_rtt(v, true));
 
-	best = sched_orp(msk, &v, penalise, rtt_ratio);
+	best = sched_orp(msk, v, penalise, rtt_ratio);
 	if (best == SCHED_ORP_SKIP)
 		return -EAGAIN;
 	if (best < 0)	/* every subflow carried it (an MPTCP-level RTO) */
-		best = sched_min_rtt(&v, true);
-	return sched_mark(&v, best);
+		best = sched_min_rtt(v, true);
+	return sched_mark(v, best);
+}
+
+static int minrtt_pr_get_subflow(struct mptcp_sock *msk,
+				 struct mptcp_sched_data *data)
+{
+	struct sched_stats_conn *c = mptcp_sched_priv(msk);
+	struct sched_view v;
+
+	sched_view_init(&v, data);
+	sched_stats_account(msk, data, &v, c);
+	return sched_stats_done(msk, data, minrtt_pr_pick(msk, data, &v));
 }
 
 static struct mptcp_sched_ops minrtt_pr_ops = {
@@ -61,6 +74,7 @@ static struct mptcp_sched_ops minrtt_pr_ops = {
 
 static int __init minrtt_pr_register(void)
 {
+	BUILD_BUG_ON(sizeof(struct sched_stats_conn) > MPTCP_SCHED_PRIV_SIZE);
 	return mptcp_register_scheduler(&minrtt_pr_ops);
 }
 

@@ -33,29 +33,41 @@ static u64 otias_arrival2(const struct mptcp_sched_subflow_info *info)
 	return (2ULL * rtt_wait + 1) * info->srtt_us;
 }
 
-static int otias_get_subflow(struct mptcp_sock *msk,
-			     struct mptcp_sched_data *data)
+module_param_cb(stats, &sched_stats_ops, NULL, 0444);
+MODULE_PARM_DESC(stats, SCHED_STATS_DESC);
+
+static int otias_pick(const struct mptcp_sched_data *data,
+		      const struct sched_view *v)
 {
-	struct sched_view v;
 	u64 best_t = U64_MAX;
 	int i, best = -1;
 
-	sched_view_init(&v, data);
 	if (data->reinject)
-		return sched_mark(&v, sched_min_rtt(&v, true));
+		return sched_mark(v, sched_min_rtt(v, true));
 
-	for (i = 0; i < v.n; i++) {
+	for (i = 0; i < v->n; i++) {
 		u64 t;
 
-		if (!v.info[i].memory_free)
+		if (!v->info[i].memory_free)
 			continue;
-		t = otias_arrival2(&v.info[i]);
+		t = otias_arrival2(&v->info[i]);
 		if (best < 0 || t < best_t) {
 			best = i;
 			best_t = t;
 		}
 	}
-	return sched_mark(&v, best);
+	return sched_mark(v, best);
+}
+
+static int otias_get_subflow(struct mptcp_sock *msk,
+			     struct mptcp_sched_data *data)
+{
+	struct sched_stats_conn *c = mptcp_sched_priv(msk);
+	struct sched_view v;
+
+	sched_view_init(&v, data);
+	sched_stats_account(msk, data, &v, c);
+	return sched_stats_done(msk, data, otias_pick(data, &v));
 }
 
 static struct mptcp_sched_ops otias_ops = {
@@ -66,6 +78,7 @@ static struct mptcp_sched_ops otias_ops = {
 
 static int __init otias_register(void)
 {
+	BUILD_BUG_ON(sizeof(struct sched_stats_conn) > MPTCP_SCHED_PRIV_SIZE);
 	return mptcp_register_scheduler(&otias_ops);
 }
 

@@ -76,7 +76,11 @@ MODULE_PARM_DESC(max_backlog, "segments a subflow may hold unsent before new dat
  */
 struct redundant_state {
 	const struct mptcp_subflow_context *leader;
+	struct sched_stats_conn stats;
 };
+
+module_param_cb(stats, &sched_stats_ops, NULL, 0444);
+MODULE_PARM_DESC(stats, SCHED_STATS_DESC);
 
 static bool redundant_ok(const struct mptcp_sched_subflow_info *info)
 {
@@ -124,14 +128,16 @@ static int redundant_fastest(struct mptcp_sock *msk, struct sched_view *v)
 static int redundant_get_subflow(struct mptcp_sock *msk,
 				 struct mptcp_sched_data *data)
 {
+	struct redundant_state *st = mptcp_sched_priv(msk);
 	struct sched_view v;
 
 	sched_view_init(&v, data);
+	sched_stats_account(msk, data, &v, &st->stats);
 	if (!v.n)
 		return -EAGAIN;
 	if (READ_ONCE(pace) == PACE_FASTEST)
-		return redundant_fastest(msk, &v);
-	return redundant_slowest(&v);
+		return sched_stats_done(msk, data, redundant_fastest(msk, &v));
+	return sched_stats_done(msk, data, redundant_slowest(&v));
 }
 
 static struct mptcp_sched_ops redundant_ops = {

@@ -27,7 +27,11 @@ struct rr_state {
 	struct mptcp_subflow_context *last;	/* subflow holding the turn */
 	unsigned int sent;			/* segments sent in this turn */
 	u64 snd_nxt;				/* connection's snd_nxt at the last call */
+	struct sched_stats_conn stats;
 };
+
+module_param_cb(stats, &sched_stats_ops, NULL, 0444);
+MODULE_PARM_DESC(stats, SCHED_STATS_DESC);
 
 static bool rr_usable(const struct mptcp_sched_subflow_info *info)
 {
@@ -36,16 +40,14 @@ static bool rr_usable(const struct mptcp_sched_subflow_info *info)
 	return !cwnd_limited || info->cwnd_avail;
 }
 
-static int rr_get_subflow(struct mptcp_sock *msk,
-			  struct mptcp_sched_data *data)
+static int rr_pick(struct mptcp_sock *msk, struct rr_state *st,
+		   const struct mptcp_sched_data *data,
+		   const struct sched_view *v)
 {
-	struct rr_state *st = mptcp_sched_priv(msk);
 	struct mptcp_sched_conn_info conn;
-	struct sched_view v;
 	int i, cur = -1;
 
-	sched_view_init(&v, data);
-	if (!v.n)
+	if (!v->n)
 		return -EAGAIN;
 
 	if (!data->reinject) {
@@ -56,21 +58,21 @@ static int rr_get_subflow(struct mptcp_sock *msk,
 		}
 	}
 
-	for (i = 0; i < v.n; i++)
-		if (v.ctx[i] == st->last)
+	for (i = 0; i < v->n; i++)
+		if (v->ctx[i] == st->last)
 			cur = i;
 
 	/* keep the turn while it lasts, then move on */
-	if (cur >= 0 && st->sent < max(num_segments, 1U) && rr_usable(&v.info[cur]))
+	if (cur >= 0 && st->sent < max(num_segments, 1U) && rr_usable(&v->info[cur]))
 		goto pick;
 
 	/* the next usable subflow after the current one (cur may be -1) */
-	for (i = 1; i <= v.n; i++) {
-		int next = (cur + i) % v.n;
+	for (i = 1; i <= v->n; i++) {
+		int next = (cur + i) % v->n;
 
-		if (rr_usable(&v.info[next])) {
+		if (rr_usable(&v->info[next])) {
 			cur = next;
-			st->last = v.ctx[cur];
+			st->last = v->ctx[cur];
 			st->sent = 0;
 			goto pick;
 		}
@@ -80,7 +82,18 @@ static int rr_get_subflow(struct mptcp_sock *msk,
 	return -EAGAIN;
 
 pick:
-	return sched_mark(&v, cur);
+	return sched_mark(v, cur);
+}
+
+static int rr_get_subflow(struct mptcp_sock *msk,
+			  struct mptcp_sched_data *data)
+{
+	struct rr_state *st = mptcp_sched_priv(msk);
+	struct sched_view v;
+
+	sched_view_init(&v, data);
+	sched_stats_account(msk, data, &v, &st->stats);
+	return sched_stats_done(msk, data, rr_pick(msk, st, data, &v));
 }
 
 static struct mptcp_sched_ops rr_ops = {
