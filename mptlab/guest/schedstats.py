@@ -119,9 +119,9 @@ def annotate(
 def metrics(record: dict | None) -> dict:
     """The run's metrics from ``result.json["schedstats"]`` ({} without one).
 
-    Shares are of ``busy_us`` (the time the scheduled connections had data
-    unacknowledged or unsent), so that iperf3's idle control connection does
-    not count; ``sndwnd_blocked_share_path{n}`` for every path of the
+    Shares are of ``busy_us`` (the time the scheduled connections had more
+    than a segment waiting to be sent), so that iperf3's idle control
+    connection does not count; ``sndwnd_blocked_share_path{n}`` for every path of the
     topology, and ``sndwnd_blocked_unheld_share`` for blocked time no path
     held, sum to ``sndwnd_blocked_share``.  Modules that cannot keep the
     time counters (cp, daps: docs/schedulers.md) report 0 busy time: their

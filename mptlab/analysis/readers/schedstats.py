@@ -22,8 +22,8 @@ METRICS = (
         "sched_busy_s",
         "s",
         None,
-        "time the scheduled MPTCP connections had data unacknowledged or unsent (summed "
-        "over connections): the shares' denominator",
+        "time the scheduled MPTCP connections had more than a segment of data waiting to "
+        "be sent (summed over connections): the shares' denominator",
     ),
     Metric(
         "sndwnd_blocked_s",

@@ -31,8 +31,8 @@ MECHANISM_METRICS = (
 _SECTION = """\
 <h2 id='mechanism'>Scheduler mechanism (bulk runs)</h2><p class='muted'>From the scheduler \
 module's counters (docs/schedulers.md, &ldquo;Mechanism counters&rdquo;). \
-<code>sndwnd_blocked_share</code>: share of the time with data outstanding during which data \
-waited, a subflow had cwnd room and the MPTCP send window had none; per path: whose subflow held \
+<code>sndwnd_blocked_share</code>: share of the time with more than a segment waiting to be sent \
+during which data waited, a subflow had cwnd room and the MPTCP send window had none; per path: whose subflow held \
 the oldest unacknowledged data. Re-sends: opportunistic ones while the blocking data's subflow \
 was in loss recovery (<code>lost</code>) or not (<code>queued</code>), and MPTCP-level timeouts. \
 BLEST's lambda: mean over that time and the share at each bound; its decisions on the slow \
