@@ -201,6 +201,7 @@ struct blest_state {
 	u32 slow_tag;		/* v095: the subflow slow_srtt_max is of */
 	u32 slow_srtt_max;	/* v095: its largest sRTT seen, us */
 	bool blocked;		/* paper: window ran out this period */
+	bool full;		/* paper: the window was full at the last call */
 	bool rtx_pending;	/* v095: rtx_una is set */
 };
 
@@ -253,20 +254,27 @@ static void blest_account(const struct blest_state *st, u64 busy_us)
 		atomic64_add(busy_us, &blest_at_max_us);
 }
 
-static void blest_step(struct blest_state *st, bool up)
+/* Move lambda @n steps up or down, within its bounds. */
+static void blest_step_n(struct blest_state *st, bool up, u64 n)
 {
 	bool given = READ_ONCE(delta.given);
 	u32 lo = blest_get(&lambda_min), hi = blest_get(&lambda_max);
-	u32 step;
+	u64 step;
 
 	if (READ_ONCE(rules.val) == BLEST_V095 && !given)
 		step = up ? BLEST_V095_UP : BLEST_V095_DOWN;
 	else
 		step = blest_get(&delta);
+	step *= min_t(u64, n, U32_MAX);
 	if (up)
-		st->lambda = min(st->lambda + step, hi);
+		st->lambda = min_t(u64, (u64)st->lambda + step, hi);
 	else
 		st->lambda = st->lambda > lo + step ? st->lambda - step : lo;
+}
+
+static void blest_step(struct blest_state *st, bool up)
+{
+	blest_step_n(st, up, 1);
 }
 
 /* paper: once per RTT of the fastest subflow, move lambda by delta;
@@ -278,10 +286,13 @@ static void blest_update_paper(struct blest_state *st,
 			       const struct mptcp_sched_conn_info *conn,
 			       bool reinject)
 {
-	u64 now = tcp_clock_us();
+	bool full = conn->pending_bytes &&
+		    conn->inflight_bytes + fast->mss > conn->snd_wnd;
+	bool was_full = st->full;
+	u64 now = tcp_clock_us(), missed;
 
-	if (reinject ||
-	    (conn->pending_bytes && conn->inflight_bytes + fast->mss > conn->snd_wnd))
+	st->full = full;
+	if (reinject || full)
 		st->blocked = true;
 
 	if (!st->next_update_us) {
@@ -291,7 +302,17 @@ static void blest_update_paper(struct blest_state *st,
 	if (now < st->next_update_us)
 		return;
 
+	/* Every RTT_F counts, also those that passed without a scheduler
+	 * call: the window was then as the last call saw it.  The kernel
+	 * seldom calls while the window is full, and one step per call let a
+	 * blocked stretch of many RTT_F earn one step up against a step down
+	 * for each unblocked RTT_F: lambda's mean was 0.37 with the window
+	 * blocked 35 % of the busy time (one 64 MiB blest-3g-wlan run).
+	 */
+	missed = div64_u64(now - st->next_update_us, max(fast->srtt_us, 1U));
 	blest_step(st, st->blocked);
+	if (missed)
+		blest_step_n(st, was_full, missed);
 	st->blocked = false;
 	st->next_update_us = now + fast->srtt_us;
 }
