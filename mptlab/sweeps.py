@@ -306,6 +306,8 @@ def cmd_sweep(args) -> int:
 
     if args.analyse:
         result = SweepResults.open(args.analyse)
+        if args.show:  # other levels to show, without running anything
+            result.spec.show = list(args.show)
         paths = result.write()
         print(f"sweep {result.spec.experiment}: {paths['md']}, {paths['html']}")
         return 0
