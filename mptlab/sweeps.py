@@ -305,11 +305,16 @@ def cmd_sweep(args) -> int:
     from .campaign.runner import CampaignLocked
 
     if args.analyse:
-        result = SweepResults.open(args.analyse)
+        root = Path(args.analyse)
         if args.show:  # other levels to show, without running anything
-            result.spec.show = list(args.show)
-        paths = result.write()
-        print(f"sweep {result.spec.experiment}: {paths['md']}, {paths['html']}")
+            spec = analysis.load_spec(root)
+            spec.show = list(args.show)
+            (root / "sweep.json").write_text(json.dumps(spec.to_json(), indent=1) + "\n")
+        try:
+            paths = analysis.build(root)
+        except (ValueError, FileNotFoundError) as exc:
+            raise SpecError(str(exc)) from None
+        print(f"sweep {analysis.load_spec(root).experiment}: {paths['md']}, {paths['html']}")
         return 0
     if not args.name:
         raise SpecError("mptlab sweep: give an experiment NAME (or --analyse DIR)")

@@ -81,3 +81,6 @@ def test_a_two_point_sweep_runs_evaluates_draws_and_resumes(tmp_path, kernel, mp
     assert pd.read_csv(out / "analysis" / "sweep.csv")["rel_diff"].tolist() == pytest.approx(
         table["rel_diff"].tolist(), nan_ok=True
     )
+    # the report of a sweep root is its page of forest plots
+    page = mptlab("report", out, timeout=300)
+    assert page.returncode == 0 and page.stdout.strip().endswith("index.html"), page.stderr

@@ -267,3 +267,8 @@ def test_forest_handles_a_sweep_with_no_finite_error():
     t["baseline_error"] = np.nan
     fig = asweep.forest(t, 1)
     assert fig.axes[1].get_xlim() == (0.0, 1.0)
+
+
+def test_analyse_a_dir_that_is_not_a_sweep_is_one_line(tmp_path, mptlab):
+    done = mptlab("sweep", "--analyse", tmp_path)
+    assert done.returncode == 2 and "not a sweep" in done.stderr and "Traceback" not in done.stderr

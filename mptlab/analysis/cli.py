@@ -221,6 +221,14 @@ def cmd_report(args) -> int:
     from . import report
 
     root = _dir(args.dir)
+    if (root / "sweep.json").exists():  # a sweep root (mptlab sweep): its forest plots
+        from . import sweep
+
+        try:
+            print(sweep.build(root)["html"])
+        except ValueError as exc:
+            raise SpecError(str(exc)) from None
+        return 0
     try:
         out = report.build(
             root,

@@ -414,8 +414,26 @@ def write(root: Path, table: pd.DataFrame, spec: SweepSpec) -> dict[str, Path]:
     return {"csv": out / "sweep.csv", "md": out / "sweep.md", "html": out / "index.html"}
 
 
+def build(root: Path) -> dict[str, Path]:
+    """Evaluate and draw the sweep in ``root`` (``mptlab report ROOT`` on a
+    sweep, ``mptlab sweep --analyse ROOT``): its claims from the catalog the
+    sweep names (experiments.yaml or its campaign file)."""
+    spec = load_spec(root)
+    exp = reproduce.expectations([spec.experiment], Path(spec.file) if spec.file else None)[0]
+    if exp.error:
+        raise ValueError(exp.error)
+    numbers = spec.claims or list(range(1, len(exp.claims) + 1))
+    bad = [n for n in numbers if not 1 <= n <= len(exp.claims)]
+    if bad:
+        raise ValueError(f"{root}: claim {bad[0]} is not one of {spec.experiment}'s")
+    chosen = [exp.claims[n - 1] for n in numbers]
+    table = evaluate(root, chosen, numbers, load_points(root), spec.targets, shown=spec.show)
+    return write(root, table, spec)
+
+
 __all__ = [
     "Target",
+    "build",
     "baseline_error",
     "evaluate",
     "forest",
