@@ -90,6 +90,14 @@ def test_scheduler_params_go_to_the_schedulers_that_declare_them():
     assert set(by_name) == {"scheduler=minrtt_pr", "scheduler=blest"}  # only those kept
     assert by_name["scheduler=blest"]["kernel.scheduler_params"] == {"delta": 5}
     assert "kernel.scheduler_params" not in by_name["scheduler=minrtt_pr"]
+    both = Point((("kernel.scheduler_params", {"lambda_min": 1000, "lambda_max": 1000}),))
+    data, _ = apply_point(raw, both, variants, ["scheduler=minrtt_pr", "scheduler=blest"])
+    by_name = {v["name"]: v for v in data["variants"]}
+    assert by_name["scheduler=blest"]["kernel.scheduler_params"] == {
+        "lambda_min": 1000,
+        "lambda_max": 1000,
+    }
+    assert "kernel.scheduler_params" not in by_name["scheduler=minrtt_pr"]
     with pytest.raises(SpecError, match="no scheduler of the variants run"):
         apply_point(raw, Point((("kernel.scheduler_params.nope", 1),)), variants, ["tcp-wlan"])
 

@@ -303,6 +303,8 @@ def apply_point(
             profiles.setdefault(parts[1], {})[parts[2]] = value
         elif scoped_param(key):
             scoped[scoped_param(key) or ""] = value
+        elif key == SCOPED and isinstance(value, dict):
+            scoped.update(value)  # several parameters at once, each to its takers
         else:
             set_key(data, key, value)
     if scoped:
