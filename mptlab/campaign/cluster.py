@@ -48,7 +48,7 @@ from . import content
 from .boot import ConfinementError, check_confinement
 from .execute import Outcome, Provenance, execute
 from .kernel import KernelBuild, KernelNotBuilt, find_kernel
-from .provenance import git_commit, host_tools
+from .provenance import git_commit, guest_inputs, host_tools
 
 CONNECT_TIMEOUT_S = 30
 # --cluster KIND: a batch system reached through dask-jobqueue (its class)
@@ -90,7 +90,8 @@ def _worker_setup(
             f"worker {host} has kernel build {have}, the campaign uses {dict(want)}: use the "
             "same checkout and run `make kernel` on every worker"
         )
-    return kernel, Provenance(host_tools(), git_commit())
+    # the worker's own: its packages and files are its guests' inputs
+    return kernel, Provenance(host_tools(), git_commit(), guest_inputs(kernel))
 
 
 STOP_POLL_S = 1.0  # how often a running task asks the scheduler whether its campaign stopped

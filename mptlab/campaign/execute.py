@@ -12,7 +12,7 @@ import socket
 import sys
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from .. import rundir
@@ -56,6 +56,8 @@ class Provenance:
 
     tools: dict[str, str]
     commit: str
+    # provenance.guest_inputs(): the guest's inputs outside its spec, hashed
+    guest_inputs: dict = field(default_factory=dict)
 
 
 def execute(
@@ -158,6 +160,7 @@ def _execute(
             "kernel_dir": str(kernel.dir),
             "git_commit": provenance.commit,
             "tools": provenance.tools,
+            "guest_inputs": provenance.guest_inputs,
         }
     )
     return outcome

@@ -55,7 +55,7 @@ from .boot import CONFINE_ENV, Interrupted, check_confinement, confined
 from .cluster import run_on_cluster, scheduler
 from .execute import Outcome, Provenance, execute, previous
 from .kernel import KernelBuild
-from .provenance import git_commit, host_tools
+from .provenance import git_commit, guest_inputs, host_tools
 
 __all__ = [
     "Campaign",
@@ -218,7 +218,7 @@ class Campaign:
         self.on_progress = on_progress
         self.cluster = cluster  # a Dask scheduler address, or slurm / pbs: runs go to workers
         self._lock = threading.Lock()
-        self.provenance = Provenance(host_tools(), git_commit())
+        self.provenance = Provenance(host_tools(), git_commit(), guest_inputs(kernel))
         self.cancel = threading.Event()  # set: stopping (no new run, running guests killed)
         self.stopped: str | None = None
 
@@ -283,6 +283,7 @@ class Campaign:
                 "kernel": {**info, "modules_dir": str(self.kernel.modules_dir)},
                 "git_commit": self.provenance.commit,
                 "tools": self.provenance.tools,
+                "guest_inputs": self.provenance.guest_inputs,
                 "invocations": previous_info.get("invocations", [])
                 + [{"started": time.time(), "jobs": self.jobs}],
             }
