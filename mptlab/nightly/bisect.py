@@ -47,6 +47,8 @@ from pathlib import Path
 from typing import Literal
 
 from ..analysis import compare, stats
+from ..campaign.provenance import guest_inputs_changes, guest_inputs_note, host_inputs
+from ..rundir import CampaignDir
 from ..spec import cliargs
 from ..spec.yamlsrc import SpecError
 
@@ -87,6 +89,9 @@ class Probe:
     fingerprint: str  # equal <=> the same numbers, run for run
     campaign: Path
     summary: dict[str, dict[str, float]]  # {variant: {metric: median of ok runs}}
+    # the machine's inputs of its guests (provenance.host_inputs: packages,
+    # interpreter, files; ``host`` their digest); {}: not known
+    inputs: dict = field(default_factory=dict)
 
 
 ProbeFn = Callable[[str], Probe]
@@ -235,7 +240,37 @@ def read_probe(rev: str, campaign: Path, metrics: list[str] | None) -> Probe:
     except SpecError as exc:
         raise BisectError(f"revision {rev[:SHORT]}: {exc}") from None
     names = _metric_names(runs, metrics, f"revision {rev[:SHORT]} ({campaign})")
-    return Probe(rev, fingerprint(runs, names), campaign, summarize(runs, names))
+    return Probe(
+        rev, fingerprint(runs, names), campaign, summarize(runs, names), probe_inputs(campaign)
+    )
+
+
+def probe_inputs(campaign: Path) -> dict:
+    """The machine's guest inputs a probe ran with: its campaign.json's
+    (``guest_inputs``), or for a revision older than that record the
+    machine's now, read as the probe ends (the same machine ran it)."""
+    info = CampaignDir(campaign).info() or {}
+    recorded = info.get("guest_inputs") or {}
+    if recorded.get("host"):
+        return {k: recorded.get(k) for k in ("host", "packages", "python", "paths")}
+    return host_inputs()
+
+
+def machine_changed(base: Probe, probes: Iterable[Probe]) -> list[str]:
+    """Lines saying that probes ran with other guest inputs of the machine
+    than good's (a package installed during a bisection), empty if none did:
+    a difference between them may come from the machine, not the code."""
+    before = base.inputs.get("host")
+    lines = []
+    for probe in probes:
+        after = probe.inputs.get("host")
+        if before and after and after != before:
+            what = guest_inputs_changes(base.inputs, probe.inputs)
+            lines.append(
+                f"{probe.rev[:SHORT]}: {guest_inputs_note(before, after)}"
+                + (f" ({'; '.join(what)})" if what else "")
+            )
+    return lines
 
 
 def moved_by(threshold: float = MOVED_BY) -> MovedFn:
@@ -521,12 +556,15 @@ class BisectResult:
             f"{self.candidates} commits on the first-parent path, {self.steps} probed"
         )
         lines = [head, ""]
+        base = self.probes.get(self.good)
+        machine = machine_changed(base, self.probes.values()) if base else []
+        if machine:
+            lines += ["warning: the machine changed during the bisection", *machine, ""]
         if self.first is None:
             lines.append(self.message)
         else:
             lines += self._found()
         lines += ["", "probes:"]
-        base = self.probes.get(self.good)
         for sha, probe in self.probes.items():
             role = "good" if sha == self.good else "bad" if sha == self.bad else ""
             same = base is not None and probe.fingerprint == base.fingerprint
@@ -640,6 +678,9 @@ def bisect(
         if sha not in result.probes:
             log(f"bisect: probing {sha[:SHORT]} ({len(result.probes) + 1} so far)")
             result.probes[sha] = probe(sha)
+            if g in result.probes:
+                for line in machine_changed(result.probes[g], [result.probes[sha]]):
+                    log(f"bisect: {line}")
         return result.probes[sha]
 
     test = moved or moved_by(MOVED_BY)

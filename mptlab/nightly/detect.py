@@ -4,7 +4,11 @@ Three ways a night's value is found to have moved (issue 24):
 
 - ``exact``: both nights ran on virtual time with the same runs and seeds, so
   a run is deterministic and any change of a variant's values between the two
-  nights was caused by the code: reported whatever its size;
+  nights was caused by the code: reported whatever its size; unless the
+  machine's inputs of the guest changed between them (campaign.json
+  ``guest_inputs.host``: a Debian package, the loader's cache, ...), when a
+  change is reported as ``changed`` with a note that says so, never as a
+  regression;
 - ``statistical``: the accepted-baseline comparison of ``compare-rules.yaml``
   (``mptlab.analysis.compare``), for real-time runs or different seeds;
 - ``step``: a piecewise-constant fit over many nights, each point weighted by
@@ -22,6 +26,7 @@ import pandas as pd
 
 from ..analysis import stats
 from ..analysis.compare import CompareResult
+from ..campaign.provenance import guest_inputs_note
 
 Kind = Literal["changed", "regressed", "improved", "step"]
 Method = Literal["exact", "statistical", "step"]
@@ -145,7 +150,23 @@ def _exact_kind(better: str, before: float, after: float) -> Kind:
     return _kind(better, before, after)
 
 
+def guest_inputs_changed(history: pd.DataFrame, stamp: str, previous: str, experiment: str) -> str:
+    """The note for a comparison of two nights of ``experiment`` whose
+    machines gave the guest other inputs (``provenance.guest_inputs_note``;
+    the digests: ``history.attrs``, put there by ``history.load``), "" when
+    they are the same or either night did not record them."""
+    known = history.attrs.get("guest_inputs") or {}
+    before, after = known.get(f"{previous} {experiment}"), known.get(f"{stamp} {experiment}")
+    if before and after and before != after:
+        return guest_inputs_note(before, after)
+    return ""
+
+
 def _exact_pair(history: pd.DataFrame, stamp: str, previous: str, experiment: str) -> list[Finding]:
+    # Another machine state between the two nights (issue 44: the host's
+    # /run/mount alone moved a seeded run) is another realisation of every
+    # run: a difference is then no evidence against the code.
+    machine = guest_inputs_changed(history, stamp, previous, experiment)
     cur = _night(history, stamp, experiment).set_index(["variant", "metric"])
     prev = _night(history, previous, experiment).set_index(["variant", "metric"])
     both = cur.merge(prev, how="inner", left_index=True, right_index=True, suffixes=("", "_prev"))
@@ -160,13 +181,13 @@ def _exact_pair(history: pd.DataFrame, stamp: str, previous: str, experiment: st
                 variant=str(variant),
                 metric=str(metric),
                 stamp=stamp,
-                kind=_exact_kind(r["better"], before, after),
+                kind="changed" if machine else _exact_kind(r["better"], before, after),
                 method="exact",
                 before=before,
                 after=after,
                 change=change_of(before, after),
                 since=previous,
-                note=EXACT_NOTE,
+                note=f"{EXACT_NOTE}; {machine}" if machine else EXACT_NOTE,
             )
         )
     return found

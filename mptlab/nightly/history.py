@@ -29,6 +29,13 @@ One row per night x experiment x variant x metric, with these columns
     ci_lo, ci_hi  float  95 % bootstrap CI of the median
     mean          float
     values        str    hash of the per-run values in run order: equal -> same numbers
+
+``load`` also puts each night's machine inputs of the guest into the frame's
+``attrs["guest_inputs"]``: ``{"<stamp> <experiment>": host digest}``, read
+from the night's campaign.json (``guest_inputs.host``, ``mptlab.campaign.
+provenance``); nights from before it was recorded, or whose campaign dir is
+gone, are missing.  Not a column: the schema above stays as published sites
+and their readers know it.  ``mptlab.nightly.detect`` reads it.
 """
 
 from __future__ import annotations
@@ -421,7 +428,27 @@ def load(root: Path, experiment: str | None = None) -> pd.DataFrame:
         raise ValueError(f"{history_dir(root)}: cannot read the history: {exc}") from None
     finally:
         con.close()
-    return typed(df)
+    out = typed(df)
+    out.attrs[GUEST_INPUTS] = guest_inputs_of(root, out)
+    return out
+
+
+GUEST_INPUTS = "guest_inputs"  # the key in a loaded history's attrs
+
+
+def guest_inputs_of(root: Path, table: pd.DataFrame) -> dict[str, str]:
+    """``{"<stamp> <experiment>": guest_inputs.host}`` of every night's
+    campaign (the ``campaign`` column, relative to ``root``) that recorded it."""
+    out = {}
+    pairs = table[["stamp", "experiment", "campaign"]].drop_duplicates()
+    for stamp, experiment, campaign in pairs.itertuples(index=False):
+        if not campaign:
+            continue
+        info = CampaignDir(Path(root) / campaign).info() or {}
+        host = (info.get("guest_inputs") or {}).get("host")
+        if host:
+            out[f"{stamp} {experiment}"] = str(host)
+    return out
 
 
 def query(root: Path, sql: str) -> pd.DataFrame:
