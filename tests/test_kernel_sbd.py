@@ -3,7 +3,8 @@ go through RFC 8382's grouping (mptlab/guest/sbd.py) to olia_sbd's coupling
 (kernel/modules/mptcp_olia.c), through the whole campaign pipeline.
 
 Two setups of the thesis (Ch. 5.4), 20 Mbit/s bottlenecks with 1-BDP
-DropTail queues, 60 s downloads under virtual time, two repetitions:
+DropTail queues, 60 s downloads under virtual time, two repetitions (SB
+four):
 
 - NSB: two disjoint bottlenecks of 20 and 40 ms RTT (the thesis's Table IV
   NSB-2 case), one greedy Reno flow on each;
@@ -39,8 +40,8 @@ from test_traffic_kernel import run_campaign
 pytestmark = pytest.mark.kernel
 
 
-def campaign(topology: str, paths: str, background: str) -> str:
-    """olia_sbd and OLIA, both running SBD, 60 s downloads, two repetitions."""
+def campaign(topology: str, paths: str, background: str, repetitions: int = 2) -> str:
+    """olia_sbd and OLIA, both running SBD, 60 s downloads."""
     return f"""\
 experiments:
   sbd:
@@ -56,12 +57,22 @@ experiments:
     warmup: 20s
     timeout: 200s
     clock: virtual
-    repetitions: 2
+    repetitions: {repetitions}
     matrix:
       kernel.congestion_control: [olia_sbd, olia]
 """
 
 
+# SB's accuracy is a share of 12 decisions per run (40 s after the warm-up,
+# one per 3.5 s) and spreads widely from run to run: olia_sbd 0.50, 0.58,
+# 0.75, 0.58, 0.67, 0.50 in six repetitions (2026-11-28, kernel
+# 449cf78c3350e411, 13 s of wall time per run, one at a time), 0.42-0.92 on
+# earlier builds, and a mean of two of 0.33 once (issue 44).  A mean of two
+# runs (sd ~0.09 from these) lay 2.2 sd above the bound of 0.4; a mean of
+# four (sd ~0.065) lies 3 sd above it, and the worst four of the twelve
+# draws above (0.42, 0.5, 0.5, 0.5) still pass.  NSB decides the same way
+# every run (olia_sbd 1.0 in every draw): two repetitions there.
+SB_REPETITIONS = 4
 GREEDY = "{preset: sbd, tcp_flows: 0, udp_flows: 0, tcp_greedy: 1, rtt: [20ms, 20ms], seed: 1}"
 MIX = "{preset: sbd, pairs: [1], tcp_flows: 3, udp_flows: 3, tcp_greedy: 1, seed: 1}"
 
@@ -71,7 +82,7 @@ def runs(kernel, tmp_path_factory) -> dict[tuple[str, str], list[dict]]:
     """{(nsb | sb, olia_sbd | olia): [result.json of each repetition]}."""
     setups = {
         "nsb": campaign("two-path", "[cc-20m-20ms, lab-20m-40ms]", GREEDY),
-        "sb": campaign("two-path-shared", "[cc-20m-20ms]", MIX),
+        "sb": campaign("two-path-shared", "[cc-20m-20ms]", MIX, repetitions=SB_REPETITIONS),
     }
     out: dict[tuple[str, str], list[dict]] = {}
     for topo, text in setups.items():
@@ -127,7 +138,8 @@ def test_sbd_splits_disjoint_bottlenecks_and_groups_a_shared_one(runs):
     Measured SB accuracies (decisions after the warm-up, two seeds), on
     three builds of the kernel whose realisations differ: olia_sbd 0.67 /
     0.5, 0.92 / 0.42, 0.58 / 0.5; OLIA 1.0 / 0.33, 0.75 / 0.58, 0.25 /
-    0.08.  OLIA's split is docs/congestion-control.md's finding (its
+    0.08; olia_sbd's mean of two once 0.33 (issue 44), so SB runs four
+    repetitions (``SB_REPETITIONS``: the spread behind it).  OLIA's split is docs/congestion-control.md's finding (its
     asymmetric windows give its two subflows different delay statistics);
     the bounds hold for every one of them, with room."""
     nsb = metric(runs[("nsb", "olia_sbd")], "sbd_accuracy")
