@@ -387,9 +387,12 @@ def test_a_bound_is_met_from_its_side(bound, mean, want):
     assert reproduce.level_verdict(0.60, mean, mean - 0.02, mean + 0.02, 0.10, bound) == want
 
 
-def test_a_bound_needs_a_level_claim():
-    with pytest.raises(ValueError, match="bound is a level claim's"):
+def test_a_bound_lies_on_the_papers_side_of_zero():
+    # a two-variant claim takes a bound too since issue 40 (tests/test_claim_kinds.py);
+    # the paper's -7.6 % can only be "at most" (a fall of more than 7.6 %)
+    with pytest.raises(ValueError, match="allowed here: 'at most'"):
         claim(bound="at least")
+    assert claim(bound="at most").kind == "at most"
     assert level_claim(bound="at least").bound == "at least"
 
 

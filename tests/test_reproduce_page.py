@@ -184,19 +184,20 @@ def test_the_markdown_has_the_counts_and_a_row_per_claim(page):
     ) in md
     assert f"| {MADE_UP} | 1 | 1 | 1 | 0 | 0 | 1 | 0 | 0 | 6 | 10 | 1-2 |" in md
     assert "| **all** | 2 | 2 | 2 | 0 | 0 | 2 | 0 | 0 | 7 | 15 |  |" in md
-    assert "| experiment | claim | paper | ours | verdict | n |" in md
+    assert "| experiment | claim | kind | paper | ours | verdict | n |" in md
     assert (
-        "| fixture | BLEST beats TCP on WLAN (Fig. 8) | 11.5 vs 9 Mbit/s (+27.8 %, size "
+        "| fixture | BLEST beats TCP on WLAN (Fig. 8) | change | 11.5 vs 9 Mbit/s (+27.8 %, size "
         "+-9 points) | +29.1 % [+18.3 %, +41.2 %] | reproduced | 2 / 2 |"
     ) in md
     assert (
-        "| fixture2 (--quick) | BLEST +12 % vs minRTT (Sec. VI-A) | +12.0 %, size +-4 points "
+        "| fixture2 (--quick) | BLEST +12 % vs minRTT (Sec. VI-A) | change | +12.0 %, size +-4 points "
         "| +57.1 % [-, -] | inconclusive | 2 / 1 (scheduler=minrtt: 1 of 2 runs not ok, "
         "left out (1 stalled)) |"
     ) in md
     assert md.count("| fixture3 | ") == 5 and "| - | not run | - |" in md
-    # the compare entries' "a | b" would break a row: every pipe in a cell is escaped
-    assert all(line.count(" | ") in (5, 11) for line in md.splitlines() if line.startswith("| "))
+    # the compare entries' "a | b" would break a row: every pipe in a cell is escaped (rows of
+    # claims: 7 cells; of counts: 12)
+    assert all(line.count(" | ") in (6, 11) for line in md.splitlines() if line.startswith("| "))
 
 
 def test_all_with_a_name_is_an_error_with_exit_status_2(page, mptlab):
@@ -365,11 +366,11 @@ def test_level_claims_on_the_page_in_the_frame_and_the_markdown(tmp_path):
     )  # Jinja2's escape
     lines = md.read_text().splitlines()
     assert (
-        "| fixture | TCP on WLAN at 12 Mbit/s (made up) | 12 Mbit/s (level, band +-10 %) | "
+        "| fixture | TCP on WLAN at 12 Mbit/s (made up) | level | 12 Mbit/s (level, band +-10 %) | "
         "-4.684 Mbit/s (-39.0 % [-42.5 %, -35.6 %]) vs the paper's | different | 2 |"
     ) in lines
     assert (
-        "| fixture | OTIAS at 9 Mbit/s (made up) | 9 Mbit/s (level, band +-10 %) | - | not run | - |"
+        "| fixture | OTIAS at 9 Mbit/s (made up) | level | 9 Mbit/s (level, band +-10 %) | - | not run | - |"
         in lines
     )
     assert (

@@ -60,6 +60,26 @@ absolute level differs, which the ratio shows.
 
 With each variant, the runs that did not end ok (failed, stalled, ...):
 they are left out of the statistics, which can bias the comparison.
+
+Every result shows its claim's kind (``Claim.kind``), the form of the
+paper's words, which changes the size test only (the sign, no effect,
+inconclusive and constant stay as above):
+
+- ``change``: the paper's change within the size band (above);
+- ``at least`` / ``at most`` (``bound``): "more than +100 %": the values
+  from the bound outwards; met if that half-line reaches into our CI or
+  lies within the band of ours (``verdict``'s ``bound``): the point test
+  against a set holding the point, so marking a claim a bound never costs
+  it a verdict, and ``direction only`` means our CI falls short of the
+  bound by more than the band;
+- ``equivalence`` (``tolerance``) and ``level`` as above;
+- ``statistic: median``: medians over the runs, with the bootstrap CI of
+  the ratio of medians (``compare_medians``); a baseline median of 0 (or
+  0 in more of the bootstrap replicates than the CI's tail) makes it the
+  difference of medians, said in ``why``;
+- ``over``: the best of several cells (``_evaluate_over``), each cell's CI
+  widened by Bonferroni so that the chosen one's holds at 95 %; ``cell``
+  names it.
 """
 
 from __future__ import annotations
@@ -112,7 +132,10 @@ VERDICT_LEGEND = (
     "its tolerance. direction only: the paper's sign, not its size. opposite: the CI "
     "excludes zero with the other sign. no effect: the paper claims a change beyond its size "
     "band, our CI lies within +-1 %. different: a claim of no difference whose CI lies "
-    "outside its tolerance. A level claim (one variant against the paper's value) is "
+    "outside its tolerance. A claim marked at least / at most is met when the values beyond "
+    "its bound reach into our CI or within its size band of ours (a median claim compares "
+    "medians, a claim over cells its best cell, each CI Bonferroni-widened). "
+    "A level claim (one variant against the paper's value) is "
     "reproduced if the paper's value lies in our CI of the mean or within its band (default "
     "+-10 %) of our mean, else different. inconclusive: the CI includes zero (or n < 2). "
     "constant: the statistic has "
@@ -135,6 +158,15 @@ class Side:
     no_value: int = 0  # ok runs without a value of the metric
     starved: int = 0  # ok real-time runs that waited for a host CPU (rundir.is_starved)
     late_starts: int = 0  # ok web runs with a load whose first request waited a SYN back-off
+    statistic: str = "mean"  # the claim's: the statistic shown and judged
+    median_ci: tuple[float, float] = (math.nan, math.nan)  # bootstrap CI (statistic median)
+
+    def point(self) -> float:
+        """The claim's statistic of this variant (mean or median); nan without runs."""
+        s = self.summary
+        if s is None:
+            return math.nan
+        return s.median if self.statistic == "median" else s.mean
 
 
 @dataclass
@@ -148,12 +180,19 @@ class ClaimResult:
     ci_low: float = math.nan
     ci_high: float = math.nan
     p_value: float = math.nan
-    absolute: bool = False  # baseline mean 0: the CI is of the difference of means
+    absolute: bool = False  # baseline mean (median) 0: the CI is of the difference
     notes: list[str] = field(default_factory=list)
+    cell: str = ""  # a claim over cells: the over entry judged (the best cell)
+    cells: int = 0  # ... of how many cells with a difference
 
     @property
     def paper_change(self) -> float:
         return self.claim.paper_change()
+
+    @property
+    def kind(self) -> str:
+        """The claim's kind (``Claim.kind``): change, at least, equivalence, level, ..."""
+        return self.claim.kind
 
     @property
     def sides(self) -> tuple[Side, ...]:
@@ -176,6 +215,7 @@ def verdict(
     ours: float | None = None,
     band: float = 0.0,
     negligible: float = 0.0,
+    bound: str | None = None,
 ) -> str:
     """The verdict from the paper's direction (+1, -1; 0: no difference within
     ``tolerance``) and the CI [lo, hi] of our relative difference.  With the
@@ -184,7 +224,17 @@ def verdict(
     within ``band`` of ours, else ``direction only``; without them the sign
     alone decides (``reproduced``).  With ``negligible`` > 0, a paper's
     change larger than ``band`` against a CI within +-``negligible`` is
-    ``no effect``."""
+    ``no effect``.
+
+    With ``bound`` (``at least`` / ``at most``) the paper's change is the
+    near end of the values its words allow ("more than +100 %": +100 % and
+    beyond), and the size test holds that half-line where it held the
+    point: reproduced if it reaches into our CI (``hi >= paper`` for at
+    least) or our estimate lies within ``band`` of it (``ours >= paper -
+    band``).  The same test as for the point, against a set that contains
+    the point: a claim never loses a verdict by being marked a bound; only
+    a CI wholly short of the bound, by more than the band, is ``direction
+    only``."""
     if not (math.isfinite(lo) and math.isfinite(hi)):
         return INCONCLUSIVE
     if direction == 0:
@@ -209,9 +259,13 @@ def verdict(
         return OPPOSITE
     if paper is None or ours is None or not math.isfinite(paper):
         return REPRODUCED
-    if lo <= paper <= hi or abs(ours - paper) <= band:
-        return REPRODUCED
-    return DIRECTION_ONLY
+    if bound == "at least":
+        met = hi >= paper or ours >= paper - band
+    elif bound == "at most":
+        met = lo <= paper or ours <= paper + band
+    else:
+        met = lo <= paper <= hi or abs(ours - paper) <= band
+    return REPRODUCED if met else DIRECTION_ONLY
 
 
 def level_verdict(
@@ -233,6 +287,42 @@ def level_verdict(
     if abs(mean - paper) <= band * abs(paper) + 1e-12 * max(1.0, abs(paper)):
         return REPRODUCED
     return DIFFERENT
+
+
+def _quantiles(reps: np.ndarray, conf: float, **kw) -> tuple[float, float]:
+    lo, hi = np.quantile(reps, [(1 - conf) / 2, 1 - (1 - conf) / 2], **kw)
+    return float(lo), float(hi)
+
+
+def compare_medians(
+    base: pd.Series, subj: pd.Series, conf: float, n_boot: int, seed: int
+) -> tuple[float, float, float, bool]:
+    """(change, lo, hi, absolute): ``median(subj) / median(base) - 1`` with the
+    percentile bootstrap CI of the ratio of medians (each sample resampled on
+    its own, the seeds of ``stats.compare``).
+
+    A median of 0 is common (an out-of-order queue empty in most runs), and
+    then no ratio exists: if the baseline's median is 0, or more than the
+    CI's tail share of its replicates are (the ratio's CI would have no
+    bound), the change is the difference of the medians with its bootstrap
+    CI (``absolute`` True), as a zero baseline mean is judged.  The few zero
+    replicates below that share count as an infinite change (0 if the
+    subject's is 0 too) and fall in the tail the CI leaves out, without
+    interpolation."""
+    if len(base) < 2 or len(subj) < 2:
+        return math.nan, math.nan, math.nan, False
+    mb, ms = float(np.median(base)), float(np.median(subj))
+    rb = stats.bootstrap(base, np.median, n_boot, seed)
+    rs = stats.bootstrap(subj, np.median, n_boot, seed + 1)
+    zero = rb == 0
+    if mb == 0 or zero.mean() > (1 - conf) / 2:
+        lo, hi = _quantiles(rs - rb, conf)
+        return ms - mb, lo, hi, True
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(zero, np.sign(rs) * np.inf, rs / np.where(zero, 1, rb) - 1)
+    ratio = np.nan_to_num(ratio, nan=0.0, posinf=np.inf, neginf=-np.inf)
+    lo, hi = _quantiles(ratio, conf, method="inverted_cdf")
+    return ms / mb - 1, lo, hi, False
 
 
 def values(runs: pd.DataFrame, metric: str) -> pd.Series | None:
@@ -312,30 +402,34 @@ def _evaluate_level(
     res: ClaimResult, runs: pd.DataFrame, metric_values: pd.Series, conf, n_boot, seed
 ) -> ClaimResult:
     """A level claim (``res.subject`` resolved, the metric a column): our mean
-    and CI against the paper's value (``level_verdict``)."""
+    (median) and its CI against the paper's value (``level_verdict``)."""
     claim, subj = res.claim, res.subject
     ok = stats.ok_runs(runs)
     v = metric_values.loc[ok.index[ok["variant"] == subj.variant]].dropna()
     s = subj.summary = stats.describe(v, conf, n_boot, seed)
+    if claim.statistic == "median":
+        subj.median_ci = stats.bootstrap_ci(v, np.median, conf, n_boot, seed)
     if subj.not_ok:
         res.notes.append(f"{subj.variant}: {subj.not_ok} left out")
     if _no_ok_run(res, [subj]):
         return res
     paper, band = claim.paper_level(), claim.size_band()
     unit = _paper_unit(claim)
+    ours = subj.point()
     constant = s.n >= 2 and v.nunique() == 1
-    lo, hi = (s.mean, s.mean) if constant else (s.ci_low, s.ci_high)
+    ci = subj.median_ci if claim.statistic == "median" else (s.ci_low, s.ci_high)
+    lo, hi = (ours, ours) if constant else ci
     # ours against the paper's value: relative, or (a paper's 0) the difference
     if paper:
-        res.rel_diff = s.mean / paper - 1
+        res.rel_diff = ours / paper - 1
         ends = sorted((lo / paper - 1, hi / paper - 1))
     else:
         res.absolute = True
-        res.rel_diff = s.mean - paper
+        res.rel_diff = ours - paper
         ends = [lo - paper, hi - paper]
     if math.isfinite(lo) and math.isfinite(hi):
         res.ci_low, res.ci_high = ends
-    res.verdict = level_verdict(paper, s.mean, lo, hi, band, claim.bound)
+    res.verdict = level_verdict(paper, ours, lo, hi, band, claim.bound)
     what = f"the paper's {_num(paper)}{unit}"
     if res.verdict == INCONCLUSIVE:
         res.why = f"n < 2 in {subj.variant}: no CI"
@@ -344,7 +438,7 @@ def _evaluate_level(
     if constant:
         words.append(f"{claim.metric} is {_num(float(v.iloc[0]))} in every ok run (n={s.n})")
     if res.verdict == DIFFERENT:
-        d = s.mean - paper
+        d = ours - paper
         rel = f" ({pct(d / paper)})" if paper else ""
         where = "beyond" if constant else "outside our CI and beyond"
         words.append(
@@ -365,6 +459,8 @@ def evaluate_claim(
     seed: int = stats.SEED,
 ) -> ClaimResult:
     """One claim against the runs of one experiment (variant names as its campaign has them)."""
+    if claim.over:
+        return _evaluate_over(claim, runs, conf, n_boot, seed)
     variants = campaign_variants(runs) if len(runs) else []
     metric_values = values(runs, claim.metric) if len(runs) else None
     subj = _side(claim.compare[0], runs, variants, metric_values)
@@ -372,6 +468,7 @@ def evaluate_claim(
         base = Side("")
     else:
         base = _side(claim.baseline, runs, variants, metric_values)
+    subj.statistic = base.statistic = claim.statistic
     res = ClaimResult(claim, subj, base)
     missing = [s for s in res.sides if s.variant is None]
     if missing:
@@ -391,6 +488,8 @@ def evaluate_claim(
     for side in (subj, base):
         v = metric_values.loc[ok.index[ok["variant"] == side.variant]].dropna()
         side.summary = stats.describe(v, conf, n_boot, seed)
+        if claim.statistic == "median":
+            side.median_ci = stats.bootstrap_ci(v, np.median, conf, n_boot, seed)
         samples.append(v)
     if subj.summary is None or base.summary is None:  # for mypy
         return res
@@ -404,19 +503,28 @@ def evaluate_claim(
             f"(n={len(samples[0])}, {len(samples[1])}): it cannot decide this claim"
         )
         return res
-    c = stats.compare(samples[1], samples[0], conf, n_boot, seed)
-    res.rel_diff, res.ci_low, res.ci_high, res.p_value = c.rel_diff, c.ci_low, c.ci_high, c.p_value
-    lo, hi = c.ci_low, c.ci_high
     paper, band = claim.paper_change(), claim.size_band()
-    if base.summary.mean == 0 and len(samples[0]) >= 2 and len(samples[1]) >= 2:
-        # no relative difference from a zero baseline: the sign from the difference of means
-        res.absolute = True
-        d = stats.bootstrap(samples[0], np.mean, n_boot, seed + 1) - stats.bootstrap(
-            samples[1], np.mean, n_boot, seed
+    if claim.statistic == "median":
+        res.rel_diff, lo, hi, res.absolute = compare_medians(
+            samples[1], samples[0], conf, n_boot, seed
         )
-        lo, hi = (float(x) for x in np.quantile(d, [(1 - conf) / 2, 1 - (1 - conf) / 2]))
         res.ci_low, res.ci_high = lo, hi
-        res.rel_diff = subj.summary.mean - base.summary.mean
+        res.p_value = stats.mann_whitney(samples[1], samples[0])[1]
+    else:
+        c = stats.compare(samples[1], samples[0], conf, n_boot, seed)
+        res.rel_diff, res.ci_low, res.ci_high = c.rel_diff, c.ci_low, c.ci_high
+        res.p_value = c.p_value
+        lo, hi = c.ci_low, c.ci_high
+        if base.summary.mean == 0 and len(samples[0]) >= 2 and len(samples[1]) >= 2:
+            # no relative difference from a zero baseline: the sign from the difference of means
+            res.absolute = True
+            d = stats.bootstrap(samples[0], np.mean, n_boot, seed + 1) - stats.bootstrap(
+                samples[1], np.mean, n_boot, seed
+            )
+            lo, hi = _quantiles(d, conf)
+            res.ci_low, res.ci_high = lo, hi
+            res.rel_diff = subj.summary.mean - base.summary.mean
+    if res.absolute:
         # the size, where the paper gives values: its difference in our unit
         vals = claim.paper_values()
         if vals is not None:
@@ -433,20 +541,30 @@ def evaluate_claim(
         ours=res.rel_diff,
         band=band,
         negligible=0.0 if res.absolute else NEGLIGIBLE,
+        bound=claim.bound,
     )
     if res.verdict == REPRODUCED and res.absolute and not math.isfinite(paper):
         res.verdict = DIRECTION_ONLY
-        res.why = "the baseline's mean is 0: no relative size to hold against the paper's"
+        res.why = (
+            f"the baseline's {claim.statistic} is 0: no relative size to hold against the paper's"
+        )
     if res.verdict == NO_EFFECT:
         res.why = (
             f"our CI lies within +-{NEGLIGIBLE:.0%}, the paper's change is "
             f"{_size(paper, res.absolute)}"
         )
     if res.verdict == DIRECTION_ONLY and not res.why:
-        res.why = (
-            f"the paper's {_size(paper, res.absolute)} is outside our CI and more than "
-            f"{_size(band, res.absolute, sign=False)} from ours"
-        )
+        if claim.bound:
+            short = "below" if claim.bound == "at least" else "above"
+            res.why = (
+                f"the paper's {claim.bound} {_size(paper, res.absolute)}: our CI lies wholly "
+                f"{short} it and ours is more than {_size(band, res.absolute, sign=False)} short"
+            )
+        else:
+            res.why = (
+                f"the paper's {_size(paper, res.absolute)} is outside our CI and more than "
+                f"{_size(band, res.absolute, sign=False)} from ours"
+            )
     if res.verdict == INCONCLUSIVE:
         small = [s.variant for s in (subj, base) if s.summary is not None and s.summary.n < 2]
         if small:
@@ -460,6 +578,64 @@ def evaluate_claim(
     for side in (subj, base):
         if side.not_ok:
             res.notes.append(f"{side.variant}: {side.not_ok} left out")
+    if res.absolute and claim.statistic == "median":
+        # said first: why the change is a difference, not a ratio as the paper's
+        zero = (
+            "is 0"
+            if base.summary.median == 0
+            else f"is 0 in more than {(1 - conf) / 2:.1%} of the bootstrap replicates"
+        )
+        said = f"the baseline's median {zero}: the difference of medians is judged"
+        res.why = "; ".join(w for w in (said, res.why) if w)
+    return res
+
+
+def _evaluate_over(
+    claim: Claim, runs: pd.DataFrame, conf: float, n_boot: int, seed: int
+) -> ClaimResult:
+    """ "Up to X over these cells": each cell of ``claim.over`` evaluated as a
+    claim of its own, the verdict that of the cell whose difference lies
+    furthest in the paper's direction (the paper's "up to" is its best cell).
+
+    Picking the largest of k noisy estimates favours one that is too large
+    by chance (the winner's curse), more so the more cells and the fewer
+    runs; each cell's CI is therefore taken at 1 - (1 - conf) / k
+    (Bonferroni), so that the CIs of all k cells hold at once with ``conf``
+    and the chosen one's is a ``conf`` CI whichever it is.  Relative
+    differences rank before differences from a zero baseline (another
+    unit); cells not run, with no ok run or constant have no difference and
+    are counted, not ranked.  With no cell to rank, the first cell's result
+    stands, and why gives every cell's."""
+    assert claim.over is not None
+    k = len(claim.over)
+    cell_conf = 1 - (1 - conf) / k
+    results = [evaluate_claim(claim.cell(i), runs, cell_conf, n_boot, seed) for i in range(k)]
+    ranked = [
+        (not r.absolute, claim.direction * r.rel_diff, -i)
+        for i, r in enumerate(results)
+        if math.isfinite(r.rel_diff) and r.verdict not in (NOT_RUN, NO_OK_RUN, CONSTANT)
+    ]
+    best = -max(ranked)[2] if ranked else 0
+    res = results[best]
+    res.claim, res.cell, res.cells = claim, claim.over[best], len(ranked)
+    if not ranked:
+        res.why = "no cell has a difference: " + "; ".join(
+            f"{cell}: {r.verdict}" + (f" ({r.why})" if r.why else "")
+            for cell, r in zip(claim.over, results, strict=True)
+        )
+        return res
+    unjudged = [
+        f"{cell}: {r.verdict}"
+        for cell, r in zip(claim.over, results, strict=True)
+        if not (math.isfinite(r.rel_diff) and r.verdict not in (NOT_RUN, NO_OK_RUN, CONSTANT))
+    ]
+    said = (
+        f"best of {len(ranked)} cells: {res.cell} (each CI at {cell_conf:.2%}, Bonferroni "
+        f"over {k}: a {conf:.0%} CI for the cell chosen)"
+    )
+    if unjudged:
+        said += f"; not ranked: {', '.join(unjudged)}"
+    res.why = "; ".join(w for w in (said, res.why) if w)
     return res
 
 
@@ -545,6 +721,9 @@ def to_frame(experiment: str, results: list[ClaimResult]) -> pd.DataFrame:
         row = {
             "experiment": experiment,
             "claim": cl.claim,
+            "kind": cl.kind,
+            "statistic": cl.statistic,
+            "cell": r.cell or None,
             "source": cl.source,
             "derived": cl.derived,
             "metric": cl.metric,
@@ -562,7 +741,19 @@ def to_frame(experiment: str, results: list[ClaimResult]) -> pd.DataFrame:
         ):
             if name == "baseline" and cl.is_level:  # no baseline: its columns empty
                 row.update(
-                    {f"{k}_baseline": math.nan for k in ("n", "mean", "level", "ci_low", "ci_high")}
+                    {
+                        f"{k}_baseline": math.nan
+                        for k in (
+                            "n",
+                            "mean",
+                            "level",
+                            "ci_low",
+                            "ci_high",
+                            "median",
+                            "median_ci_low",
+                            "median_ci_high",
+                        )
+                    }
                 )
                 row["not_ok_baseline"] = None
                 continue
@@ -572,6 +763,9 @@ def to_frame(experiment: str, results: list[ClaimResult]) -> pd.DataFrame:
             row[f"level_{name}"] = level(side, pv, cl.scale)
             row[f"ci_low_{name}"] = s.ci_low if s else math.nan
             row[f"ci_high_{name}"] = s.ci_high if s else math.nan
+            # the median's CI only where the claim is about medians (computed then)
+            row[f"median_{name}"] = s.median if s else math.nan
+            row[f"median_ci_low_{name}"], row[f"median_ci_high_{name}"] = side.median_ci
             row[f"not_ok_{name}"] = side.not_ok
         row.update(
             rel_diff=r.rel_diff,
@@ -609,6 +803,10 @@ def ours_text(side: Side) -> str:
     s = side.summary
     if s is None or side.variant is None:
         return "-"
+    if side.statistic == "median":
+        lo, hi = side.median_ci
+        ci = f" [{_num(lo)}, {_num(hi)}]" if math.isfinite(lo) else ""
+        return f"median {_num(s.median)}{ci} n={s.n}"
     ci = f" [{_num(s.ci_low)}, {_num(s.ci_high)}]" if math.isfinite(s.ci_low) else ""
     return f"{_num(s.mean)}{ci} n={s.n}"
 
@@ -624,23 +822,24 @@ def diff_text(r: ClaimResult) -> str:
         return "-"
     if r.claim.is_level:
         # ours against the paper's value: the difference, and relative with its CI
-        s = r.subject.summary
         if r.absolute:
             return (
                 f"{_signed(r.rel_diff)} [{_signed(r.ci_low)}, {_signed(r.ci_high)}] "
                 "vs the paper's 0"
             )
-        d = s.mean - r.claim.paper_level() if s is not None else math.nan
+        d = r.subject.point() - r.claim.paper_level()
         return (
             f"{_signed(d)}{_paper_unit(r.claim)} ({pct(r.rel_diff)} [{pct(r.ci_low)}, "
             f"{pct(r.ci_high)}]) vs the paper's"
         )
+    stat = r.claim.statistic
     if r.absolute:
         return (
             f"{_num(r.rel_diff)} [{_num(r.ci_low)}, {_num(r.ci_high)}] "
-            "(difference of means: baseline mean 0)"
+            f"(difference of {stat}s: baseline {stat} 0)"
         )
-    return f"{pct(r.rel_diff)} [{pct(r.ci_low)}, {pct(r.ci_high)}]"
+    of = " (of medians)" if stat == "median" else ""
+    return f"{pct(r.rel_diff)} [{pct(r.ci_low)}, {pct(r.ci_high)}]{of}"
 
 
 def paper_text(claim: Claim) -> str:
@@ -652,21 +851,29 @@ def paper_text(claim: Claim) -> str:
     change = pct(claim.paper_change())
     if claim.direction == 0:
         change = f"no difference (+-{claim.tolerance:.0%})"
+    elif claim.bound:
+        change = f"{claim.bound} {change}, band {claim.size_band() * 100:.0f} points"
     else:
         change += f", size +-{claim.size_band() * 100:.0f} points"
+    if claim.statistic != "mean":
+        change += f", {claim.statistic}s"
+    if claim.over:
+        change += f", best of {len(claim.over)} cells"
     if vals is None:
         return change
     return f"{_num(vals[0])} vs {_num(vals[1])}{unit} ({change})"
 
 
 def level(side: Side, paper: float | None, scale: float) -> float:
-    """Our mean over the paper's value (both in the metric's unit); nan without one."""
+    """Our mean (the claim's statistic) over the paper's value (both in the
+    metric's unit); nan without one."""
     s = side.summary
     if s is None or paper is None or not paper or not math.isfinite(paper):
         return math.nan
-    if not math.isfinite(s.mean):
+    ours = side.point()
+    if not math.isfinite(ours):
         return math.nan
-    return s.mean / (paper * scale)
+    return ours / (paper * scale)
 
 
 def level_text(side: Side, paper: float | None, scale: float) -> str:
@@ -697,11 +904,13 @@ def render_text(
         cl = r.claim
         lines.append("")
         src = cl.source + (" (derived)" if cl.derived else "")
-        lines.append(f"[{r.verdict}] {cl.claim}  ({src})")
+        lines.append(f"[{r.verdict}] {cl.claim}  ({src})  kind: {r.kind}")
         if cl.baseline is None:
             lines.append(f"  metric {cl.metric}: {cl.compare[0]}  (a level claim)")
         else:
             lines.append(f"  metric {cl.metric}: {cl.compare[0]}  vs  {cl.baseline}")
+        if cl.over:
+            lines.append(f"  over: {', '.join(cl.over)}  (judged: {r.cell or '-'})")
         lines.append(f"  paper: {paper_text(cl)}")
         vals: tuple[float | None, ...] | None = cl.paper_values()
         if cl.is_level:

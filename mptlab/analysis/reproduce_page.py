@@ -434,13 +434,14 @@ def render_markdown(entries: list[Entry], frame: pd.DataFrame, root: Path) -> st
                     [
                         name,
                         f"{r.claim.claim} ({src})",
+                        r.kind + (f" ({r.cell})" if r.cell else ""),
                         reproduce.paper_text(r.claim),
                         reproduce.diff_text(r),
                         r.verdict,
                         _md_n(r),
                     ]
                 )
-        lines += _md_table(["experiment", "claim", "paper", "ours", "verdict", "n"], rows)
+        lines += _md_table(["experiment", "claim", "kind", "paper", "ours", "verdict", "n"], rows)
     return "\n".join(lines) + "\n"
 
 

@@ -40,6 +40,28 @@ A *level claim* is about one variant's value, not a difference:
 Its ``size_tolerance`` is the relative band around the paper's value
 (default 10 %: 0.75 is met by 0.675 to 0.825; ``Claim.size_band``).
 
+A claim's *kind* (``Claim.kind``) is what the paper's words say, and each
+verdict shows it:
+
+- ``change`` (the default): "8 % lower": the paper's change, within its
+  size band;
+- ``at least`` / ``at most`` (``bound``): a one-sided change ("more than
+  100 %": ``change: "+100%", bound: at least``; "more than 30 % faster",
+  of a time: ``change: "-30%", bound: at most``); the bound lies away from
+  zero on the paper's side (at least a positive change, at most a negative
+  one), else it would admit no change at all;
+- ``equivalence`` (``tolerance``): no difference within the band;
+- ``level`` (one ``compare`` entry and ``value``), ``level at least`` /
+  ``level at most`` with ``bound``;
+- ``statistic: median`` (default ``mean``): the claim is about medians
+  over the runs, as a paper that says "median" means; orthogonal to the above;
+- ``over`` (a change only): "up to X over these cells": a list of
+  ``key=value`` entries, each completing both ``compare`` entries to one
+  cell of the experiment's matrix (``compare: [mode=dynamic, mode=off]``,
+  ``over: [paths=a+b, paths=c+d]``: the cells ``mode=dynamic,paths=a+b``
+  vs ``mode=off,paths=a+b``, ...); the claim is judged on the cell whose
+  difference lies furthest in the paper's direction.
+
 ``metric`` is a column of the runs table or the ratio of two
 (``goodput_mbps / bg_received_mbps``), computed per run.  In a campaign
 file each must be a metric the registry declares (``mptlab.spec.metrics``;
@@ -56,7 +78,14 @@ import math
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    field_validator,
+    model_validator,
+)
 
 from . import metrics as registry
 
@@ -182,8 +211,20 @@ class Claim(BaseModel):
     )
     bound: Literal["at least", "at most"] | None = Field(
         None,
-        description="a level claim whose value is a bound ('over 60 %': at least): ours "
-        "meets it from that side too",
+        description="the paper's value or change is a bound ('over 60 %', 'more than "
+        "+100 %': at least; 'more than 30 % faster': change -30 %, at most): ours meets "
+        "it from that side too",
+    )
+    statistic: Literal["mean", "median"] = Field(
+        "mean",
+        description="the statistic over runs the paper's words name: mean (its 'average', "
+        "the default) or median",
+    )
+    over: list[str] | None = Field(
+        None,
+        min_length=2,
+        description="'up to X over these cells': key=value entries, each completing both "
+        "compare entries to one cell; judged on the best cell in the paper's direction",
     )
     change: Fraction | None = Field(
         None, description="the paper's relative difference subject vs baseline (-0.08, '-8%')"
@@ -209,6 +250,29 @@ class Claim(BaseModel):
     )
     note: str = ""
 
+    @field_validator("over")
+    @classmethod
+    def _cells(cls, over: list[str] | None) -> list[str] | None:
+        """Each cell a ``key=value[,key=value...]`` entry, without alternatives:
+        it is appended to the compare entries, which a plain variant name or a
+        choice between several cannot be."""
+        if over is None:
+            return over
+        seen = set()
+        for i, entry in enumerate(over):
+            text = entry.strip()
+            if "|" in text:
+                raise ValueError(f"entry {i} ({entry!r}): one cell, no alternatives ('|')")
+            if pairs(text) is None:
+                raise ValueError(
+                    f"entry {i} ({entry!r}): key=value[,key=value...] (a cell's keys, e.g. "
+                    "paths=fec-b1-loss5+fec-b2), not a variant's name"
+                )
+            if text in seen:
+                raise ValueError(f"entry {i} ({entry!r}) is listed twice")
+            seen.add(text)
+        return [e.strip() for e in over]
+
     @model_validator(mode="after")
     def _consistent(self):
         metric_columns(self.metric)
@@ -217,6 +281,8 @@ class Claim(BaseModel):
                 raise ValueError("compare: an entry is empty")
             for alt in alternatives(entry):
                 pairs(alt)
+        if self.over is not None:
+            self._check_over()
         if self.is_level:
             given = [k for k in ("paper", "change", "tolerance") if getattr(self, k) is not None]
             if given:
@@ -231,8 +297,6 @@ class Claim(BaseModel):
                     "or change"
                 )
             return self
-        if self.bound is not None:
-            raise ValueError("bound is a level claim's (compare with one entry and value)")
         if self.value is not None:
             raise ValueError(
                 "value is a level claim's, with one compare entry ([SUBJECT]); for two "
@@ -273,7 +337,80 @@ class Claim(BaseModel):
                 f"tolerance {self.tolerance:.0%} makes this a claim of no difference, but the "
                 f"paper's own difference is {derived:+.1%}"
             )
+        if self.bound is not None:
+            if self.tolerance is not None:
+                raise ValueError(
+                    "bound and tolerance: a claim is one-sided (bound: at least / at most) or "
+                    "of no difference (tolerance), not both"
+                )
+            # a bound on the near side of zero ("at least -30 %") admits no change
+            # at all, which a verdict on the sign could not test: the paper's
+            # "more than X" always points away from zero
+            want = "at least" if derived > 0 else "at most"
+            if self.bound != want:
+                raise ValueError(
+                    f"bound: {self.bound!r} with the paper's change {derived:+.1%}: a one-sided "
+                    f"change lies beyond it, away from zero; allowed here: {want!r} (a rise: "
+                    "at least +X; a fall, e.g. 'more than 30 % faster' of a time: at most -X)"
+                )
         return self
+
+    def _check_over(self) -> None:
+        """``over`` completes two compare entries of ``key=value`` form, with keys
+        of its own, to cells of a change (not of a level or of no difference)."""
+        if self.is_level or self.tolerance is not None:
+            what = "a level claim" if self.is_level else "a claim of no difference (tolerance)"
+            raise ValueError(
+                f"over is for a change between two variants ('up to X over these cells': "
+                f"the best cell in the paper's direction), not for {what}"
+            )
+        assert self.over is not None
+        own: set[str] = set()
+        for entry in self.compare:
+            for alt in alternatives(entry):
+                got = pairs(alt)
+                if got is None:
+                    raise ValueError(
+                        f"over: compare entry {alt!r} is a variant's name; with over, compare "
+                        "entries are key=value (over adds each cell's keys to them)"
+                    )
+                own |= {k for k, _ in got}
+        for entry in self.over:
+            for key, _ in pairs(entry) or []:
+                if any(_key_matches(key, k) or _key_matches(k, key) for k in own):
+                    raise ValueError(
+                        f"over: {entry!r} sets {key!r}, which compare sets already; a cell "
+                        "gives the keys compare leaves open"
+                    )
+
+    def cell(self, i: int) -> Claim:
+        """The claim at ``over``'s i-th cell: both compare entries completed by
+        it (each alternative), without ``over``."""
+        assert self.over is not None, "no cells"
+        extra = self.over[i]
+        compare = [" | ".join(f"{alt},{extra}" for alt in alternatives(e)) for e in self.compare]
+        data = self.model_dump()
+        data.update(compare=compare, over=None)
+        if isinstance(self.paper, dict):
+            data["paper"] = dict(zip(compare, self.paper_values() or (), strict=True))
+        return Claim.model_validate(data)
+
+    @property
+    def kind(self) -> str:
+        """What the paper's words claim, shown with each verdict: change, at
+        least, at most, equivalence, level, level at least / at most; then
+        ", median" and ", best of N cells" where they apply."""
+        if self.is_level:
+            words = "level" + (f" {self.bound}" if self.bound else "")
+        elif self.tolerance is not None:
+            words = "equivalence"
+        else:
+            words = self.bound or "change"
+        if self.statistic != "mean":
+            words += f", {self.statistic}"
+        if self.over:
+            words += f", best of {len(self.over)} cells"
+        return words
 
     @property
     def is_level(self) -> bool:

@@ -105,6 +105,11 @@ def _claim_row(r: reproduce.ClaimResult) -> list:
             cl=cl,
             src=cl.source + (" (derived)" if cl.derived else ""),
         ),
+        render(
+            "{{ kind }}{% if cell %}<br><span class='muted'>judged: {{ cell }}</span>{% endif %}",
+            kind=r.kind,
+            cell=r.cell,
+        ),
         cl.metric,
         reproduce.paper_text(cl),
         ours[0],
@@ -115,14 +120,15 @@ def _claim_row(r: reproduce.ClaimResult) -> list:
 
 
 def claims_table(results: list[reproduce.ClaimResult]) -> Markup:
-    """One row per claim: verdict (and why), claim and source, metric, the paper's
-    values, ours per variant (mean [CI] n, level against the paper's), our
+    """One row per claim: verdict (and why), claim and source, its kind (and the
+    cell judged, over cells), metric, the paper's values, ours per variant (mean [CI] n, level against the paper's), our
     difference, and the runs left out.  The report and ``reproduce --all``'s
     page show the same table."""
     return table(
         [
             "verdict",
             "claim (source)",
+            "kind",
             "metric",
             "paper: subject vs baseline",
             "ours: subject, mean [95 % CI] n",
@@ -131,7 +137,7 @@ def claims_table(results: list[reproduce.ClaimResult]) -> Markup:
             "not ok, left out (starved: kept)",
         ],
         [_claim_row(r) for r in results],
-        left=4,
+        left=5,
     )
 
 
