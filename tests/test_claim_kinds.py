@@ -264,8 +264,9 @@ def fec_runs(gains: dict[str, float], n: int = 10) -> pd.DataFrame:
 
 
 def fec_claim(**kw) -> Claim:
+    # compare names one cell in full (the one a claim without over reads at)
     base = {
-        "compare": ["mode=dynamic", "mode=off"],
+        "compare": ["mode=dynamic,paths=a+b", "mode=off,paths=a+b"],
         "over": [f"paths={p}" for p in FEC_PATHS],
         "change": "+20%",
         "claim": "dFEC up to +20 %",
@@ -282,9 +283,10 @@ def test_up_to_x_over_cells_is_judged_on_the_best_cell():
     assert r.rel_diff == pytest.approx(0.2)
     assert r.kind == "change, best of 3 cells"
     assert "best of 3 cells: paths=c+b" in r.why
-    # the same claim read at one chosen cell (today's encoding): its size missed
-    one = claim(compare=["mode=dynamic,paths=a+b", "mode=off,paths=a+b"], change="+20%")
-    assert reproduce.evaluate_claim(one, runs).verdict == "direction only"
+    # the same claim without over reads at compare's cell (today's encoding): size missed
+    single = reproduce.evaluate_claim(fec_claim(over=None), runs)
+    assert single.verdict == "direction only"
+    assert single.subject.variant == "mode=dynamic,paths=a+b"
     row = reproduce.to_frame("e", [r]).iloc[0]
     assert row["cell"] == "paths=c+b" and row["kind"] == "change, best of 3 cells"
 
@@ -311,22 +313,28 @@ def test_cells_not_in_the_campaign_are_counted_not_ranked():
     r = reproduce.evaluate_claim(fec_claim(), runs)
     assert r.cell == "paths=d+b" and r.cells == 2
     assert "not ranked: paths=c+b: not run" in r.why
-    none = reproduce.evaluate_claim(fec_claim(over=["paths=x+y", "paths=z+y"]), runs)
+    none = reproduce.evaluate_claim(fec_claim(metric="y"), runs)  # no column y
     assert none.verdict == "not run" and none.why.startswith("no cell has a difference")
+    assert "paths=a+b: not run (y: not a column" in none.why
 
 
 def test_a_cell_keeps_alternatives_and_the_papers_values():
+    subject = "mode=dynamic,loss=0,paths=a+b | mode=fixed,loss=0,paths=a+b"
     c = claim(
-        compare=["mode=dynamic | mode=fixed", "mode=off"],
-        over=["paths=a+b", "loss=1,paths=c+b"],
-        paper={"mode=dynamic | mode=fixed": 12.0, "mode=off": 10.0},
+        compare=[subject, "kernel.fec.mode=off,loss=0,paths=a+b"],
+        over=["paths=a+b,loss=0", "loss=1,paths=c+b"],
+        paper={subject: 12.0, "kernel.fec.mode=off,loss=0,paths=a+b": 10.0},
     )
     cell = c.cell(1)
     assert cell.compare == [
         "mode=dynamic,loss=1,paths=c+b | mode=fixed,loss=1,paths=c+b",
-        "mode=off,loss=1,paths=c+b",
+        "kernel.fec.mode=off,loss=1,paths=c+b",
     ]
     assert cell.paper_values() == (12.0, 10.0) and cell.over is None
+    assert c.cell(0).compare == c.compare  # compare's own cell
+    # what a run of the claim needs: every cell's variants, each once
+    assert c.entries() == c.cell(0).compare + c.cell(1).compare
+    assert claim(change="+5%").entries() == ["scheduler=blest", "scheduler=minrtt"]
 
 
 @pytest.mark.parametrize(
@@ -336,8 +344,13 @@ def test_a_cell_keeps_alternatives_and_the_papers_values():
         ({"over": ["a+b", "paths=c+b"]}, "not a variant's name"),
         ({"over": ["paths=a+b | paths=c+b", "paths=d+b"]}, "no alternatives"),
         ({"over": ["paths=a+b", "paths=a+b"]}, "listed twice"),
-        ({"over": ["mode=on", "mode=off"]}, "'mode', which compare sets already"),
-        ({"compare": ["tcp-wlan", "mode=off"]}, "is a variant's name"),
+        ({"over": ["paths=a+b", "loss=1"]}, "sets 'loss': each compare entry must set it"),
+        ({"over": ["mode=on", "mode=off"]}, "to the same value"),
+        (
+            {"over": ["paths=c+b", "paths=d+b"]},
+            r"the cell compare names \(paths=a\+b\) is not among",
+        ),
+        ({"compare": ["tcp-wlan", "mode=off,paths=a+b"]}, "is a variant's name"),
         ({"paper": [1, 1], "change": None, "tolerance": "5%"}, "not for a claim of no diff"),
         ({"compare": ["mode=dynamic"], "value": 3, "change": None}, "not for a level claim"),
     ],
@@ -366,6 +379,28 @@ KINDS = (
     "      - {metric: delay_mean_ms, compare: [scheduler=blest, scheduler=minrtt], "
     'change: "-8%", statistic: median, claim: "median -8 %", source: "made up"}\n'
 )
+
+
+def test_a_claim_over_cells_loads_from_yaml_with_the_catalogs_checks(tmp_path):
+    # compare names one full cell, so the catalog's checks (no ambiguous entry,
+    # every key a variant key) hold as for any claim; over lists the cells
+    cells = "[paths=fec-b1-loss1+fec-b2, paths=fec-b1-loss5+fec-b2]"
+    path = tmp_path / "fec.yaml"
+    text = (
+        "experiments:\n  fec:\n    extends: fec-mptcp-bulk\n    expect:\n"
+        '      - {metric: goodput_mbps, compare: ["mode=dynamic,paths=fec-b1-loss5+fec-b2", '
+        f'"mode=off,paths=fec-b1-loss5+fec-b2"], over: {cells}, change: "+20%", '
+        'claim: "up to +20 %", source: "Fig. 6.10(a)"}\n'
+    )
+    path.write_text(text)
+    (c,) = Catalog.load(path).claims("fec")
+    assert c.kind == "change, best of 2 cells"
+    assert c.cell(0).compare[1] == "mode=off,paths=fec-b1-loss1+fec-b2"
+    path.write_text(text.replace("paths=fec-b1-loss5+fec-b2]", "loss=5]"))
+    with pytest.raises(SpecError) as exc:
+        Catalog.load(path).claims("fec")
+    msg = str(exc.value)
+    assert "fec.yaml:5: experiments.fec.expect.0" in msg and "sets 'loss'" in msg, msg
 
 
 def test_kinds_in_yaml_validate_and_bad_ones_name_file_line_and_field(tmp_path):

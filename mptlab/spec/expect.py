@@ -55,11 +55,11 @@ verdict shows it:
   ``level at most`` with ``bound``;
 - ``statistic: median`` (default ``mean``): the claim is about medians
   over the runs, as a paper that says "median" means; orthogonal to the above;
-- ``over`` (a change only): "up to X over these cells": a list of
-  ``key=value`` entries, each completing both ``compare`` entries to one
-  cell of the experiment's matrix (``compare: [mode=dynamic, mode=off]``,
-  ``over: [paths=a+b, paths=c+d]``: the cells ``mode=dynamic,paths=a+b``
-  vs ``mode=off,paths=a+b``, ...); the claim is judged on the cell whose
+- ``over`` (a change only): "up to X over these cells": ``compare``
+  names one cell in full (``[mode=dynamic,paths=a+b, mode=off,paths=a+b]``),
+  ``over`` lists the cells as the ``key=value`` of the keys that vary
+  (``[paths=a+b, paths=c+d]``: each replaces that value in both entries;
+  compare's own cell among them); the claim is judged on the cell whose
   difference lies furthest in the paper's direction.
 
 ``metric`` is a column of the runs table or the ratio of two
@@ -156,6 +156,11 @@ def _key_matches(key: str, dotted: str) -> bool:
     return key == dotted or key == dotted.split(".")[-1]
 
 
+def _same_key(a: str, b: str) -> bool:
+    """Two spellings of one variant key (``kernel.fec.mode``, ``mode``)."""
+    return a == b or a.split(".")[-1] == b.split(".")[-1]
+
+
 def matches(alternative: str, label: str, assignment: dict) -> bool:
     """Does one alternative of a ``compare`` entry name this variant?"""
     if alternative == label:
@@ -223,8 +228,9 @@ class Claim(BaseModel):
     over: list[str] | None = Field(
         None,
         min_length=2,
-        description="'up to X over these cells': key=value entries, each completing both "
-        "compare entries to one cell; judged on the best cell in the paper's direction",
+        description="'up to X over these cells': key=value entries, each replacing those "
+        "keys' values in both compare entries (compare's cell among them); judged on the "
+        "best cell in the paper's direction",
     )
     change: Fraction | None = Field(
         None, description="the paper's relative difference subject vs baseline (-0.08, '-8%')"
@@ -356,8 +362,13 @@ class Claim(BaseModel):
         return self
 
     def _check_over(self) -> None:
-        """``over`` completes two compare entries of ``key=value`` form, with keys
-        of its own, to cells of a change (not of a level or of no difference)."""
+        """``over``: cells of a change (not of a level or of no difference).
+        ``compare`` names one cell in full, as a claim read at one cell does
+        (so the catalog checks its entries as every claim's, unambiguous);
+        each ``over`` entry sets keys that both compare entries set, to the
+        same value in both (subject and baseline share the cell), and
+        compare's own cell is one of them, so that the claim without ``over``
+        still reads at one of its cells."""
         if self.is_level or self.tolerance is not None:
             what = "a level claim" if self.is_level else "a claim of no difference (tolerance)"
             raise ValueError(
@@ -365,35 +376,68 @@ class Claim(BaseModel):
                 f"the best cell in the paper's direction), not for {what}"
             )
         assert self.over is not None
-        own: set[str] = set()
+        alts: list[list[tuple[str, str]]] = []
         for entry in self.compare:
             for alt in alternatives(entry):
                 got = pairs(alt)
                 if got is None:
                     raise ValueError(
                         f"over: compare entry {alt!r} is a variant's name; with over, compare "
-                        "entries are key=value (over adds each cell's keys to them)"
+                        "entries are key=value (each cell replaces the values of its keys)"
                     )
-                own |= {k for k, _ in got}
+                alts.append(got)
+        own, found = None, False
         for entry in self.over:
-            for key, _ in pairs(entry) or []:
-                if any(_key_matches(key, k) or _key_matches(k, key) for k in own):
+            cell = pairs(entry) or []
+            for key, _ in cell:
+                values = {v for got in alts for k, v in got if _same_key(k, key)}
+                if len(values) != 1 or not all(any(_same_key(k, key) for k, _ in g) for g in alts):
                     raise ValueError(
-                        f"over: {entry!r} sets {key!r}, which compare sets already; a cell "
-                        "gives the keys compare leaves open"
+                        f"over: {entry!r} sets {key!r}: each compare entry must set it, to the "
+                        f"same value (the cell both sides share); compare sets it to "
+                        f"{sorted(values) or 'nothing'}"
                     )
+            here = [(k, next(v for g in alts for kk, v in g if _same_key(kk, k))) for k, _ in cell]
+            if own is None:
+                own = here
+            found = found or sorted(cell) == sorted(here)
+        if found:
+            return
+        named = ",".join(f"{k}={v}" for k, v in own or [])
+        raise ValueError(
+            f"over: the cell compare names ({named}) is not among the cells; list it too"
+        )
 
     def cell(self, i: int) -> Claim:
-        """The claim at ``over``'s i-th cell: both compare entries completed by
-        it (each alternative), without ``over``."""
+        """The claim at ``over``'s i-th cell: in both compare entries (each
+        alternative) the values of the cell's keys replaced by the cell's,
+        without ``over``."""
         assert self.over is not None, "no cells"
-        extra = self.over[i]
-        compare = [" | ".join(f"{alt},{extra}" for alt in alternatives(e)) for e in self.compare]
+        cell = pairs(self.over[i]) or []
+
+        def at_cell(alt: str) -> str:
+            out = []
+            for k, v in pairs(alt) or []:
+                v = next((cv for ck, cv in cell if _same_key(k, ck)), v)
+                out.append(f"{k}={v}")
+            return ",".join(out)
+
+        compare = [" | ".join(at_cell(a) for a in alternatives(e)) for e in self.compare]
         data = self.model_dump()
         data.update(compare=compare, over=None)
         if isinstance(self.paper, dict):
             data["paper"] = dict(zip(compare, self.paper_values() or (), strict=True))
         return Claim.model_validate(data)
+
+    def entries(self) -> list[str]:
+        """Every compare entry the claim evaluates: ``compare``'s, and with
+        ``over`` those of each cell (what a run of the claim's variants needs)."""
+        if not self.over:
+            return list(self.compare)
+        out: list[str] = []
+        for i in range(len(self.over)):
+            out += [e for e in self.cell(i).compare if e not in out]
+        return out
 
     @property
     def kind(self) -> str:
