@@ -377,7 +377,7 @@ def claimed_variants(experiment: Experiment) -> list[str]:
     variants = experiment.variants()
     wanted: list[str] = []
     for claim in experiment.catalog.claims(experiment.name):
-        for entry in claim.compare:
+        for entry in claim.entries():  # with over: every cell's variants
             label, _ = resolve(entry, variants)
             if label and label not in wanted:
                 wanted.append(label)

@@ -99,7 +99,7 @@ def _show(cat: Catalog, name: str, args) -> None:
     if claims:
         print(f"  expect: {len(claims)} claims of the paper (mptlab reproduce {name})")
         for c in claims:
-            absent = [e for e in c.compare if resolve(e, variants)[0] is None]
+            absent = [e for e in c.entries() if resolve(e, variants)[0] is None]
             missing = f"  [not a variant here: {', '.join(absent)}]" if absent else ""
             what = f"{c.compare[0]} vs {c.baseline}" if c.baseline else f"{c.compare[0]} (a level)"
             print(f"  - {c.metric}: {what}: {c.claim} ({c.source}){missing}")

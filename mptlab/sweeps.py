@@ -58,7 +58,7 @@ def variants_to_run(exp: api.Experiment, numbers: list[int], extra: list[str]) -
     wanted: list[str] = []
     claims = exp.catalog.claims(exp.name)
     for n in numbers:
-        for entry in claims[n - 1].compare:
+        for entry in claims[n - 1].entries():  # with over: every cell
             label, _ = resolve(entry, variants)
             if label and label not in wanted:
                 wanted.append(label)
