@@ -331,7 +331,8 @@ def targets_markdown(table: pd.DataFrame) -> str:
     shown0 = list(json.loads(firsts.iloc[0].get("levels", "{}") or "{}")) if len(firsts) else []
     if not parts0 and not shown0:
         return "No baseline numbers: the claims give no paper values of their baselines.\n"
-    head = " | ".join([p["target"] for p in parts0] + shown0)
+    # a compare entry's alternatives ("a | b") would split a Markdown cell
+    head = " | ".join(h.replace(" | ", " or ") for h in [p["target"] for p in parts0] + shown0)
     lines = [
         f"| point | error | {head} |",
         "|---|---|" + "---|" * (len(parts0) + len(shown0)),
