@@ -238,6 +238,11 @@ def test_markdown_names_points_verdicts_runs_not_ok_and_errors():
         "| **as shipped** | -5.0 [-8.0, -2.0] | opposite | 20/19 (scheduler=blest: 1 stalled)" in md
     )
     assert "| k=2 | - [-, -] | not run |" in md and "| n/a |" in md
+    summary = asweep.summary_markdown(_table())
+    assert (
+        "| **as shipped** | -5.0 [-8.0, -2.0] opposite | 20/19 (scheduler=blest: 1 stalled) | 0.400 |"
+        in summary
+    )
     targets = asweep.targets_markdown(_table())
     assert "| as shipped | 0.400 | 1.5 (1.50x, n=19) |" in targets
 

@@ -318,6 +318,34 @@ def markdown(table: pd.DataFrame) -> str:
     return "\n".join(out)
 
 
+def summary_markdown(table: pd.DataFrame) -> str:
+    """One row per point: every claim's change [CI] and verdict, the runs per
+    side (and those not ok), the baseline error: the map on one screen."""
+    claims = sorted(table["claim_no"].unique())
+    head = " | ".join(
+        f"claim {no} ({_fmt_pct(table[table['claim_no'] == no]['paper_change'].iloc[0])} %)"
+        for no in claims
+    )
+    lines = [
+        f"| point | {head} | n | baseline error |",
+        "|---|" + "---|" * len(claims) + "---|---|",
+    ]
+    for slug in table["slug"].drop_duplicates():
+        rows = table[table["slug"] == slug].set_index("claim_no")
+        first = rows.iloc[0]
+        cells = [
+            f"{_fmt_pct(rows.loc[no, 'rel_diff'])} [{_fmt_pct(rows.loc[no, 'ci_low'])}, "
+            f"{_fmt_pct(rows.loc[no, 'ci_high'])}] {rows.loc[no, 'verdict']}"
+            for no in claims
+        ]
+        not_ok = f" ({first['runs_not_ok']})" if first["runs_not_ok"] else ""
+        label = f"**{first['point']}**" if first["centre"] else first["point"]
+        err = f"{first['baseline_error']:.3f}" if math.isfinite(first["baseline_error"]) else "n/a"
+        n = f"{int(first['n_subject'])}/{int(first['n_baseline'])}{not_ok}"
+        lines.append(f"| {label} | " + " | ".join(cells) + f" | {n} | {err} |")
+    return "\n".join(lines) + "\n"
+
+
 def _num(x: float) -> str:
     if not math.isfinite(x):
         return "-"
@@ -372,7 +400,14 @@ def write(root: Path, table: pd.DataFrame, spec: SweepSpec) -> dict[str, Path]:
     out = Path(root) / "analysis"
     out.mkdir(parents=True, exist_ok=True)
     table.to_csv(out / "sweep.csv", index=False)
-    md = markdown(table) + "\nBaseline numbers per point:\n\n" + targets_markdown(table)
+    md = (
+        "The map (change vs baseline, % [95 % CI], verdict):\n\n"
+        + summary_markdown(table)
+        + "\n"
+        + markdown(table)
+        + "\nBaseline numbers per point:\n\n"
+        + targets_markdown(table)
+    )
     (out / "sweep.md").write_text(md)
     sections = []
     for no in sorted(table["claim_no"].unique()):
