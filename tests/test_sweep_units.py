@@ -174,6 +174,8 @@ def test_baseline_error_is_the_mean_abs_log_ratio_of_ok_runs():
     assert err == pytest.approx((math.log(2) + math.log(2)) / 2)
     assert parts[0]["n"] == 2 and parts[0]["ours"] == 3.0 and parts[2]["n"] == 0
     assert math.isnan(asweep.baseline_error(runs, variants, [])[0])
+    none = pd.DataFrame({"variant": ["a"], "status": ["ok"], "goodput_mbps": [0.0]})
+    assert asweep.baseline_error(none, variants, wanted[:1])[0] == math.inf  # none at all
 
 
 def _table() -> pd.DataFrame:
@@ -273,6 +275,15 @@ def test_cli_dry_run_lists_the_points_and_bad_input_is_one_line(mptlab):
     assert bad.returncode == 2 and "nosuch" in bad.stderr and "Traceback" not in bad.stderr
     bad = mptlab("sweep", "blest-3g-wlan", "--claim", "99", "--vary", "kernel.buffers=socket")
     assert bad.returncode == 2 and "claims 1 to" in bad.stderr
+
+
+def test_forest_draws_an_infinite_error_across_its_axis():
+    t = _table()
+    t.loc[1, "baseline_error"] = math.inf
+    axe = asweep.forest(t, 1).axes[1]
+    assert [round(p.get_width(), 2) for p in axe.patches] == [0.4, 0.54, 0.0]
+    assert "inf" in [x.get_text().strip() for x in axe.texts]
+    assert asweep._err(math.inf) == "inf" and asweep._err(math.nan) == "n/a"
 
 
 def test_forest_handles_a_sweep_with_no_finite_error():

@@ -102,8 +102,8 @@ def baseline_error(
             if len(mine):
                 ours = float(mine.mean())
                 part.update(ours=ours, n=len(mine), ratio=ours / t.paper)
-                if ours > 0:
-                    logs.append(abs(math.log(ours / t.paper)))
+                # none at all, against a paper's value > 0: as far off as it gets
+                logs.append(abs(math.log(ours / t.paper)) if ours > 0 else math.inf)
         parts.append(part)
     return (float(np.mean(logs)) if logs else math.nan), parts
 
@@ -257,17 +257,16 @@ def forest(table: pd.DataFrame, claim_no: int):
     ax.set_xlabel(f"{rows['metric'].iloc[0]}: change vs baseline [%], 95 % CI")
     ax.set_title(f"claim {claim_no}: {rows['claim'].iloc[0]}", fontsize=8, loc="left")
     err = rows["baseline_error"].to_numpy(dtype=float)
-    axe.barh(y, np.nan_to_num(err), color="#999999", height=0.5)
+    finite = err[np.isfinite(err)]
+    top = max(0.5, float(finite.max()) * 1.35) if len(finite) else 1.0
+    # an infinite error (none of a baseline number the paper gives) fills the axis
+    shown = np.where(np.isinf(err), top, np.nan_to_num(err))
+    axe.barh(y, shown, color="#999999", height=0.5)
     for yi, e in zip(y, err, strict=True):
-        axe.text(
-            (0 if not math.isfinite(e) else e),
-            yi,
-            " n/a" if not math.isfinite(e) else f" {e:.2f}",
-            va="center",
-            fontsize=7,
-        )
+        text = " n/a" if math.isnan(e) else " inf" if math.isinf(e) else f" {e:.2f}"
+        axe.text(0 if math.isnan(e) else min(e, top), yi, text, va="center", fontsize=7)
     axe.set_xlabel("baseline error", fontsize=8)
-    axe.set_xlim(0, max(0.5, float(np.nanmax(err)) * 1.35) if np.isfinite(err).any() else 1)
+    axe.set_xlim(0, top * (1.15 if np.isinf(err).any() else 1))
     for a in (ax, axe):
         a.grid(True, axis="x", alpha=0.3)
         a.spines["top"].set_visible(False)
@@ -307,7 +306,7 @@ def markdown(table: pd.DataFrame) -> str:
         for _, r in rows.iterrows():
             ci = f"[{_fmt_pct(r['ci_low'])}, {_fmt_pct(r['ci_high'])}]"
             label = f"**{r['point']}**" if r["centre"] else r["point"]
-            err = f"{r['baseline_error']:.3f}" if math.isfinite(r["baseline_error"]) else "n/a"
+            err = _err(r["baseline_error"])
             not_ok = f" ({r['runs_not_ok']})" if r["runs_not_ok"] else ""
             out.append(
                 f"| {label} | {_fmt_pct(r['rel_diff'])} {ci} | {r['verdict']} | "
@@ -340,10 +339,14 @@ def summary_markdown(table: pd.DataFrame) -> str:
         ]
         not_ok = f" ({first['runs_not_ok']})" if first["runs_not_ok"] else ""
         label = f"**{first['point']}**" if first["centre"] else first["point"]
-        err = f"{first['baseline_error']:.3f}" if math.isfinite(first["baseline_error"]) else "n/a"
+        err = _err(first["baseline_error"])
         n = f"{int(first['n_subject'])}/{int(first['n_baseline'])}{not_ok}"
         lines.append(f"| {label} | " + " | ".join(cells) + f" | {n} | {err} |")
     return "\n".join(lines) + "\n"
+
+
+def _err(x: float) -> str:
+    return "n/a" if math.isnan(x) else "inf" if math.isinf(x) else f"{x:.3f}"
 
 
 def _num(x: float) -> str:
@@ -378,7 +381,7 @@ def targets_markdown(table: pd.DataFrame) -> str:
                 cells.append("-")
         for mean, n in json.loads(r.get("levels", "{}") or "{}").values():
             cells.append(f"{mean:.4g} (n={n})" if n else "-")
-        err = f"{r['baseline_error']:.3f}" if math.isfinite(r["baseline_error"]) else "n/a"
+        err = _err(r["baseline_error"])
         lines.append(f"| {r['point']} | {err} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
@@ -419,7 +422,7 @@ def write(root: Path, table: pd.DataFrame, spec: SweepSpec) -> dict[str, Path]:
                 f"{_fmt_pct(r['rel_diff'])} [{_fmt_pct(r['ci_low'])}, {_fmt_pct(r['ci_high'])}]",
                 r["verdict"],
                 f"{int(r['n_subject'])}/{int(r['n_baseline'])}",
-                f"{r['baseline_error']:.3f}" if math.isfinite(r["baseline_error"]) else "n/a",
+                _err(r["baseline_error"]),
             ]
             for _, r in rows.iterrows()
         ]
