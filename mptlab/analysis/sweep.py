@@ -209,7 +209,7 @@ def evaluate(
 def _runs(campaign_root: Path) -> pd.DataFrame:
     if not campaign_root.exists():
         return pd.DataFrame()
-    ingest.ingest(campaign_root, pcap=False)
+    ingest.ingest(campaign_root)  # with the packet captures: claims read pcap_* metrics
     return ingest.load_runs(campaign_root)
 
 
@@ -331,7 +331,8 @@ def summary_markdown(table: pd.DataFrame) -> str:
     ]
     for slug in table["slug"].drop_duplicates():
         rows = table[table["slug"] == slug].set_index("claim_no")
-        first = rows.iloc[0]
+        ran = rows[rows["n_subject"] > 0]
+        first = ran.iloc[0] if len(ran) else rows.iloc[0]  # n of a claim that ran
         cells = [
             f"{_fmt_pct(rows.loc[no, 'rel_diff'])} [{_fmt_pct(rows.loc[no, 'ci_low'])}, "
             f"{_fmt_pct(rows.loc[no, 'ci_high'])}] {rows.loc[no, 'verdict']}"
