@@ -274,16 +274,25 @@ def test_mptcp_dfec_delivers_the_stream_intact_under_loss_on_both_subflows(guest
         + MPTCP
         + """
 RESULT["plain"] = mptcp_transfer(fec=0)
-RESULT["mptcp"] = mptcp_transfer(fec=1)
+# the second subflow's MP_JOIN crosses the same 2 % loss: a lost handshake
+# packet waits out a 1 s RTO, past the 1.7 s transfer (a clean clone's draw
+# had no join).  The join is the precondition, not the behaviour under test:
+# up to three transfers, each one checked for integrity
+RESULT["tries"] = []
+for _ in range(3):
+    RESULT["tries"].append(mptcp_transfer(fec=1))
+    if RESULT["tries"][-1]["joins"] == 1:
+        break
+RESULT["mptcp"] = RESULT["tries"][-1]
 """,
         timeout=600,
         mem_mb=512,
         clock="virtual",
     )
     assert r["plain"]["joins"] == 1, r["plain"]
+    assert all(t["intact"] for t in r["tries"]), r["tries"]  # with one subflow too
     v = r["mptcp"]
-    assert v["intact"]
-    assert v["joins"] == 1, v  # the second subflow
+    assert v["joins"] == 1, r["tries"]  # the second subflow, in one of three draws
     rx = [s for s in v["stats"] if s["mptcp"] == 1 and s["fec_rcvd"] > 0]
     assert len(rx) == 2, v["stats"]  # both subflows received parity
     by_path = {s["daddr"]: s["fec_recovered"] for s in rx}
