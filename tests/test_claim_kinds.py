@@ -5,7 +5,6 @@ and the kind shown with every verdict.  No kernel: synthetic run tables."""
 from __future__ import annotations
 
 import itertools
-import json
 import math
 from pathlib import Path
 
@@ -13,6 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from pydantic import ValidationError
+from test_reproduce import runs_table as reproduce_runs_table
 
 from mptlab.analysis import reproduce, reproduce_page
 from mptlab.analysis.sections import reproduction
@@ -25,22 +25,8 @@ B = {"kernel.scheduler": "minrtt"}
 
 
 def runs_table(samples: dict[str, tuple[dict, list]], metric: str = "x") -> pd.DataFrame:
-    """variant -> (its keys, [values]): ok runs of one experiment."""
-    rows = []
-    for variant, (keys, vals) in samples.items():
-        for i, v in enumerate(vals):
-            rows.append(
-                {
-                    "run_id": f"c/{variant}/rep-{i:03d}",
-                    "experiment": "e",
-                    "variant": variant,
-                    "variant_keys": json.dumps(keys, sort_keys=True),
-                    "attempt": "current",
-                    "status": "ok",
-                    metric: v,
-                }
-            )
-    return pd.DataFrame(rows)
+    """variant -> (its keys, [values]): ok runs of one experiment (test_reproduce's table)."""
+    return reproduce_runs_table(samples, metric)
 
 
 def claim(**kw) -> Claim:
